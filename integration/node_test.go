@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/linux"
+)
+
+// node is a simulated EKS node: a node namespace with stand-in ENIs, an
+// ipamd process in it, and libcni configured like containerd's.
+type node struct {
+	ns      *testns.NS
+	dir     string
+	sock    string
+	ipamd   *exec.Cmd
+	cni     *libcni.CNIConfig
+	list    *libcni.NetworkConfigList
+	host    kernel.API
+	logFile string
+}
+
+// newNode builds the node namespace. ENIs are veth pairs (this kernel has
+// no dummy links): eth0/eth1 with their peers beside them so they have
+// carrier.
+func newNode(instanceType string) *node {
+	n := &node{}
+	var err error
+	n.ns, err = testns.New("vpccni-node")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { n.ns.Close() })
+	n.dir, err = os.MkdirTemp("", "vpccni-node-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { os.RemoveAll(n.dir) })
+	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
+	n.logFile = filepath.Join(n.dir, "plugin.log")
+	n.host, err = linux.Opener{}.Open(n.ns.Path())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { n.host.Close() })
+	for d := 0; d < 2; d++ {
+		name := fmt.Sprintf("eth%d", d)
+		Expect(n.host.AddVeth(kernel.VethSpec{Name: name, PeerName: fmt.Sprintf("vpc%d", d), MTU: 9001})).To(Succeed())
+		Expect(n.host.LinkSetUp(name)).To(Succeed())
+		Expect(n.host.LinkSetUp(fmt.Sprintf("vpc%d", d))).To(Succeed())
+		l, err := n.host.LinkByName(name)
+		Expect(err).NotTo(HaveOccurred())
+		_, ipn, _ := net.ParseCIDR(fmt.Sprintf("10.0.%d.10/24", d+1))
+		ipn.IP = net.ParseIP(fmt.Sprintf("10.0.%d.10", d+1))
+		Expect(n.host.AddrAdd(l.Index, ipn)).To(Succeed())
+	}
+	eth0, _ := n.host.LinkByName("eth0")
+	Expect(n.host.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: eth0.Index, Family: kernel.FamilyV4})).To(Succeed())
+
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, n.sock, n.logFile)
+	n.list, err = libcni.NetworkConfFromBytes([]byte(conf))
+	Expect(err).NotTo(HaveOccurred())
+	n.startIpamd(instanceType)
+	return n
+}
+
+// startIpamd runs the ipamd binary inside the node namespace (the child
+// inherits the namespace of the locked thread that forks it).
+func (n *node) startIpamd(instanceType string) {
+	cmd := exec.Command(filepath.Join(binDir, "ipamd"), "--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType)
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(n.ns.Do(cmd.Start)).To(Succeed())
+	n.ipamd = cmd
+	DeferCleanup(func() {
+		if n.ipamd != nil {
+			n.ipamd.Process.Kill()
+			n.ipamd.Wait()
+		}
+	})
+	Eventually(func() error { _, err := os.Stat(n.sock); return err }, 10*time.Second, 20*time.Millisecond).Should(Succeed())
+	fi, err := os.Stat(n.sock)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o660)), "ipamd socket mode")
+}
+
+// killIpamd is what the autoscaler's eviction does to aws-node.
+func (n *node) killIpamd() {
+	Expect(n.ipamd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	n.ipamd.Wait()
+	n.ipamd = nil
+}
+
+// pod is a sandbox with its own namespace.
+type pod struct {
+	ns, name, containerID string
+	netns                 *testns.NS
+	rt                    *libcni.RuntimeConf
+}
+
+func (n *node) newPod(name string) *pod {
+	p := &pod{ns: "default", name: name, containerID: "sandbox-" + name}
+	var err error
+	p.netns, err = testns.New("vpccni-pod")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { p.netns.Close() })
+	p.rt = &libcni.RuntimeConf{ContainerID: p.containerID, NetNS: p.netns.Path(), IfName: "eth0", Args: [][2]string{
+		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.ns}, {"K8S_POD_NAME", p.name},
+		{"K8S_POD_INFRA_CONTAINER_ID", p.containerID}, {"K8S_POD_UID", "uid-" + name}}}
+	return p
+}
+
+// add runs CNI ADD through libcni from inside the node namespace, as
+// containerd on the node would.
+func (n *node) add(p *pod) *current.Result {
+	var res *current.Result
+	Expect(n.ns.Do(func() error {
+		r, err := n.cni.AddNetworkList(context.Background(), n.list, p.rt)
+		if err != nil {
+			return err
+		}
+		res, err = current.NewResultFromResult(r)
+		return err
+	})).To(Succeed(), "ADD %s (plugin log %s)", p.name, n.logFile)
+	return res
+}
+
+// del runs CNI DEL through libcni: libcni hands the cached ADD result to
+// the plugin as prevResult.
+func (n *node) del(p *pod) error {
+	return n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+}
+
+func podAddr(res *current.Result) netip.Addr {
+	Expect(res.IPs).To(HaveLen(1))
+	a, ok := netip.AddrFromSlice(res.IPs[0].Address.IP)
+	Expect(ok).To(BeTrue())
+	return a.Unmap()
+}
+
+// rulesFor lists the node's rules whose selector is exactly the address.
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule {
+	rules, err := n.host.RuleList(kernel.FamilyAll)
+	Expect(err).NotTo(HaveOccurred())
+	var out []kernel.Rule
+	for _, r := range rules {
+		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
+			if sel != nil && sel.IP.Equal(net.IP(a.AsSlice())) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// routesFor lists the node's main-table routes to exactly the address.
+func (n *node) routesFor(a netip.Addr) []kernel.Route {
+	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableMain)
+	Expect(err).NotTo(HaveOccurred())
+	var out []kernel.Route
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.IP.Equal(net.IP(a.AsSlice())) {
+			ones, bits := r.Dst.Mask.Size()
+			if ones == bits {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

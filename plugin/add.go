@@ -1,0 +1,148 @@
+package plugin
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// Reasons sent to ipamd with DelNetwork (the reference's values).
+const (
+	ReasonPodDeleted    = "PodDeleted"
+	ReasonSetupNSFailed = "SetupNSFailed"
+)
+
+// Add gives the pod an address from ipamd and builds its network. If any
+// kernel step fails, Add removes what it made and returns the address; the
+// result, in the netconf's CNI version, carries the cleanup state.
+func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
+	inv, err := p.begin(args, "ADD")
+	if err != nil {
+		return nil, err
+	}
+	defer inv.end()
+	if args.Netns == "" {
+		return nil, errorf(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is required for ADD")
+	}
+	if p.env.IsHostNS != nil {
+		if same, err := p.env.IsHostNS(args.Netns); err != nil {
+			return nil, cniError(types.ErrInvalidNetNS, "cannot inspect CNI_NETNS", err)
+		} else if same {
+			return nil, errorf(types.ErrInvalidNetNS, "CNI_NETNS %s is the plugin's own (node) namespace; refusing to set up a pod there", args.Netns)
+		}
+	}
+	host, pod, err := p.handles(args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(host, pod)
+	if pod == nil {
+		return nil, errorf(types.ErrInvalidNetNS, "pod network namespace %s does not exist", args.Netns)
+	}
+
+	reply, out, err := p.assign(background(), inv)
+	if err != nil {
+		inv.log.Error("ipamd did not assign an address", "outcome", out, "error", err)
+		switch out {
+		case OutcomeUnreachable, OutcomeTimeout:
+			return nil, cniError(types.ErrTryAgainLater, fmt.Sprintf("ipamd at %s is %s", inv.conf.IpamdAddress, out), err)
+		case OutcomeRefused:
+			return nil, cniError(ErrNoAddress, "ipamd has no address for this pod", err)
+		}
+		return nil, cniError(ErrIpamd, "ipamd AddNetwork failed", err)
+	}
+	podNet, device, err := podFromAddReply(reply, inv)
+	if err != nil {
+		p.releaseAfterFailedAdd(inv)
+		return nil, err
+	}
+	inv.log.Info("ipamd assigned", "ips", podNet.IPs, "device", device)
+
+	if err := p.env.Driver.Setup(host, pod, podNet); err != nil {
+		inv.log.Error("setup failed, rolling back", "error", err)
+		if _, terr := p.env.Driver.Teardown(host, pod, podNet); terr != nil {
+			// Keep the address: its objects are still in the kernel, and a
+			// released address could be handed to a new pod. The DEL the
+			// runtime sends after a failed ADD releases it.
+			inv.log.Error("rollback incomplete; keeping the address until DEL", "error", terr)
+		} else {
+			p.releaseAfterFailedAdd(inv)
+		}
+		return nil, cniError(ErrSetupFailed, "failed to set up the pod network", err)
+	}
+	res := encodeResult(podNet, args.Netns, device, 0, inv.podNS, inv.podName)
+	inv.log.Info("pod added", "hostVeth", podNet.HostVeth, "ips", podNet.IPs)
+	return res.GetAsVersion(inv.conf.CNIVersion)
+}
+
+func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {
+	if _, out, err := p.release(background(), inv, ReasonSetupNSFailed); err != nil {
+		inv.log.Warn("could not return the address to ipamd", "outcome", out, "error", err)
+	}
+}
+
+// podFromAddReply turns ipamd's answer into the pod to build.
+func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, int, error) {
+	if reply.GetPodVlanId() != 0 {
+		return driver.Pod{}, 0, errorf(ErrNotSupported, "ipamd assigned a branch ENI (VLAN %d): branch-ENI pods are not supported by this build", reply.GetPodVlanId())
+	}
+	pod := driver.Pod{
+		HostVeth:    naming.HostVeth(inv.conf.VethPrefix, inv.podNS, inv.podName),
+		ContainerIf: inv.args.IfName,
+		MTU:         inv.conf.MTUValue(),
+		MACSeed:     inv.args.ContainerID,
+	}
+	ips, device, err := ipsFromMetadata(reply.GetIPAllocationMetadata())
+	if err != nil {
+		return pod, 0, err
+	}
+	if len(ips) == 0 {
+		return pod, 0, errorf(ErrIpamd, "ipamd reported success but gave no address")
+	}
+	pod.IPs = ips
+	return pod, device, nil
+}
+
+// ipsFromMetadata validates ipamd's per-IP metadata: ipamd is trusted to
+// allocate, not to name arbitrary tables.
+func ipsFromMetadata(md []*rpc.IPAllocationMetadata) ([]driver.PodIP, int, error) {
+	var ips []driver.PodIP
+	device := -1
+	for _, m := range md {
+		if m.GetIPv6Addr() != "" {
+			return nil, 0, errorf(ErrNotSupported, "ipamd assigned IPv6 address %s: IPv6 is not supported by this build", m.GetIPv6Addr())
+		}
+		if m.GetIPv4Addr() == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(m.GetIPv4Addr())
+		if err != nil || !driver.ValidPodAddr(a) {
+			return nil, 0, errorf(ErrIpamd, "ipamd returned %q, not a pod address", m.GetIPv4Addr())
+		}
+		table := int(m.GetRouteTableId())
+		switch {
+		case table == 0 || table == 1:
+			table = kernel.TableMain
+			if m.GetDeviceNumber() > 0 {
+				table = int(m.GetDeviceNumber()) + 1
+			}
+		case !driver.IsPodTable(table):
+			return nil, 0, errorf(ErrIpamd, "ipamd returned route table %d, not a pod table", table)
+		}
+		if device < 0 {
+			device = int(m.GetDeviceNumber())
+		}
+		ips = append(ips, driver.PodIP{Addr: a.Unmap(), Table: table})
+	}
+	if device < 0 {
+		device = 0
+	}
+	return ips, device, nil
+}

@@ -1,0 +1,123 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpccni/vpccni/ipamd/rpc"
+)
+
+// Dialer connects to ipamd. The returned closer ends the connection.
+type Dialer func(target string) (rpc.CNIBackendClient, io.Closer, error)
+
+// DialGRPC is the production Dialer: gRPC over the unix socket (or a
+// loopback TCP address), without TLS since the socket is root-only. Dialing
+// is lazy; an absent ipamd shows up as Unavailable on the first call.
+func DialGRPC(target string) (rpc.CNIBackendClient, io.Closer, error) {
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return rpc.NewCNIBackendClient(conn), conn, nil
+}
+
+// Outcome classifies what ipamd said, for the DEL decision and the logs.
+type Outcome string
+
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeUnreachable Outcome = "unreachable" // no ipamd on the socket
+	OutcomeTimeout     Outcome = "timeout"     // ipamd did not answer within ipamdTimeout
+	OutcomeUnknownPod  Outcome = "unknown-pod" // ipamd has no allocation for the pod
+	OutcomeRefused     Outcome = "refused"     // ipamd answered Success=false
+	OutcomeError       Outcome = "error"       // any other error
+)
+
+// unknownPodText is the reference ipamd's error text; its plugin matches it
+// as a substring, and so do we, besides the NotFound code vpccni's ipamd
+// uses.
+const unknownPodText = "datastore: unknown pod"
+
+// Classify maps an RPC error to an Outcome.
+func Classify(err error) Outcome {
+	if err == nil {
+		return OutcomeOK
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return OutcomeTimeout
+	}
+	st, _ := status.FromError(err)
+	switch {
+	case strings.Contains(err.Error(), unknownPodText), st.Code() == codes.NotFound:
+		return OutcomeUnknownPod
+	case st.Code() == codes.Unavailable:
+		return OutcomeUnreachable
+	case st.Code() == codes.DeadlineExceeded:
+		return OutcomeTimeout
+	}
+	return OutcomeError
+}
+
+// release asks ipamd to free the pod's address, within the deadline.
+func (p *Plugin) release(ctx context.Context, inv *invocation, reason string) (*rpc.DelNetworkReply, Outcome, error) {
+	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
+	if err != nil {
+		return nil, OutcomeUnreachable, err
+	}
+	defer closer.Close()
+	ctx, cancel := context.WithTimeout(ctx, inv.conf.Timeout())
+	defer cancel()
+	reply, err := client.DelNetwork(ctx, &rpc.DelNetworkRequest{
+		ClientVersion:              p.env.Version,
+		K8S_POD_NAME:               inv.podName,
+		K8S_POD_NAMESPACE:          inv.podNS,
+		K8S_POD_INFRA_CONTAINER_ID: string(inv.k8s.K8S_POD_INFRA_CONTAINER_ID),
+		K8S_POD_UID:                string(inv.k8s.K8S_POD_UID),
+		Reason:                     reason,
+		ContainerID:                inv.args.ContainerID,
+		IfName:                     inv.args.IfName,
+		NetworkName:                inv.conf.Name,
+	})
+	if err != nil {
+		return nil, Classify(err), err
+	}
+	if !reply.GetSuccess() {
+		return reply, OutcomeRefused, errors.New("ipamd refused the release (Success=false)")
+	}
+	return reply, OutcomeOK, nil
+}
+
+// assign asks ipamd for the pod's address, within the deadline.
+func (p *Plugin) assign(ctx context.Context, inv *invocation) (*rpc.AddNetworkReply, Outcome, error) {
+	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
+	if err != nil {
+		return nil, OutcomeUnreachable, err
+	}
+	defer closer.Close()
+	ctx, cancel := context.WithTimeout(ctx, inv.conf.Timeout())
+	defer cancel()
+	reply, err := client.AddNetwork(ctx, &rpc.AddNetworkRequest{
+		ClientVersion:              p.env.Version,
+		K8S_POD_NAME:               inv.podName,
+		K8S_POD_NAMESPACE:          inv.podNS,
+		K8S_POD_INFRA_CONTAINER_ID: string(inv.k8s.K8S_POD_INFRA_CONTAINER_ID),
+		ContainerID:                inv.args.ContainerID,
+		IfName:                     inv.args.IfName,
+		NetworkName:                inv.conf.Name,
+		Netns:                      inv.args.Netns,
+	})
+	if err != nil {
+		return nil, Classify(err), err
+	}
+	if !reply.GetSuccess() {
+		return reply, OutcomeRefused, errors.New("ipamd could not assign an address (Success=false: pool empty or request invalid)")
+	}
+	return reply, OutcomeOK, nil
+}

@@ -1,0 +1,108 @@
+// Command vpc-cni is the CNI plugin binary a runtime executes (conflist
+// "type": "vpc-cni"). It speaks CNI 0.3.1, 0.4.0 and 1.0.0 on stdin/stdout
+// and asks ipamd for addresses over gRPC.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/vishvananda/netns"
+
+	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/plugin"
+)
+
+// buildVersion is set with -ldflags "-X main.buildVersion=…".
+var buildVersion = "dev"
+
+const help = `vpc-cni — the vpccni CNI plugin (AWS VPC CNI pod networking)
+
+A container runtime runs this binary; it is not meant to be run by hand.
+The runtime sets CNI_COMMAND (ADD, DEL, CHECK, VERSION), CNI_CONTAINERID,
+CNI_NETNS, CNI_IFNAME, CNI_ARGS and CNI_PATH, and writes the network
+configuration on stdin. The result or a CNI error (JSON with "code" and
+"msg") is written to stdout.
+
+ADD asks ipamd for an address and builds the pod's network: a veth pair
+(host side <vethPrefix><11 hex of sha1(namespace.name)>), the pod's
+169.254.1.1 gateway and /32 address, a host route, rule 512 "to IP lookup
+main" and, for an address of a secondary ENI, rule 1536 "from IP lookup
+<table>". The result carries what DEL needs to tear the pod down without
+ipamd.
+
+DEL tears the pod down from the prevResult first and then tells ipamd;
+without a prevResult it asks ipamd, or reads the pod's namespace. It never
+stops because ipamd is unreachable, slow or has forgotten the pod, and it
+removes an address's rules only while the address is still this pod's.
+
+Network configuration fields:
+  vethPrefix          host veth prefix, at most 4 characters (default "eni")
+  mtu                 pod MTU as a string, 576-9001 (default "9001")
+  podSGEnforcingMode  "strict" (default) or "standard", for branch-ENI pods
+  pluginLogFile       append JSON logs here (mode 0600); default: stderr
+  pluginLogLevel      debug, info (default), warn or error
+  ipamdAddress        unix:///path (default unix:///var/run/aws-node/ipamd.sock)
+                      or a loopback host:port
+  ipamdTimeout        deadline of each call to ipamd (default "5s")
+
+Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
+config or prevResult, 8 bad netns, 11 retry later (ipamd unreachable on
+ADD, teardown incomplete on DEL), 100 ipamd error, 101 no address,
+102 setup failed (rolled back), 103 unsupported mode or verb (CHECK).
+
+Flags: -h/--help prints this; --version prints the build version.
+`
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "-h", "--help", "help":
+			fmt.Print(help)
+			return
+		case "--version", "version":
+			fmt.Println("vpc-cni", buildVersion)
+			return
+		}
+	}
+	p := plugin.New(plugin.Env{
+		Kernel:   linux.Opener{},
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		IsHostNS: isHostNS,
+		Version:  buildVersion,
+	})
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add: func(args *skel.CmdArgs) error {
+			res, err := p.Add(args)
+			if err != nil {
+				return err
+			}
+			return res.Print()
+		},
+		Del: p.Del,
+		// The reference has no CHECK either (its conflist sets
+		// disableCheck); answer with a clear error rather than crash.
+		Check: func(*skel.CmdArgs) error {
+			return types.NewError(plugin.ErrNotSupported, "CHECK is not implemented by this build; set disableCheck in the conflist", "")
+		},
+	}, version.PluginSupports("0.3.1", "0.4.0", "1.0.0"), "vpc-cni "+buildVersion+" (vpccni); --help explains")
+}
+
+// isHostNS reports whether path is the namespace this process runs in.
+func isHostNS(path string) (bool, error) {
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return false, err
+	}
+	defer target.Close()
+	self, err := netns.Get()
+	if err != nil {
+		return false, err
+	}
+	defer self.Close()
+	return self.Equal(target), nil
+}

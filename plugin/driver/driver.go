@@ -1,0 +1,125 @@
+package driver
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/vpccni/vpccni/kernel"
+)
+
+// Networker is what the plugin asks of the driver. It is an interface so
+// that the plugin's decision logic is tested with a mock driver, and the
+// driver's kernel calls with a mock kernel.
+type Networker interface {
+	// Setup makes every kernel object of the pod. host is the node
+	// namespace, pod the pod's.
+	Setup(host, pod kernel.API, p Pod) error
+	// Teardown removes what is still this pod's. pod may be nil when the
+	// pod namespace is already gone. It is idempotent.
+	Teardown(host, pod kernel.API, p Pod) (Report, error)
+	// Inspect reads the pod's objects back from its namespace: the
+	// teardown source of last resort when neither a prevResult nor ipamd
+	// can say what the pod had. It returns nil when the pod's interface
+	// does not exist.
+	Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
+}
+
+// Driver is the Networker on kernel.API.
+type Driver struct {
+	log *slog.Logger
+	// hook, when set, is called before each named step; an error it
+	// returns fails the step. The harness uses it to inject faults.
+	hook func(step string) error
+}
+
+// New returns a driver logging to log (nil: discard).
+func New(log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{log: log}
+}
+
+// WithStepHook returns a copy of the driver that calls hook before every
+// step (see Steps).
+func (d *Driver) WithStepHook(hook func(step string) error) *Driver {
+	c := *d
+	c.hook = hook
+	return &c
+}
+
+// ErrSkipStep, returned by a step hook, makes the driver skip the step as
+// if it did not exist: the harness uses it to remove one teardown step and
+// show that the invariants notice.
+var ErrSkipStep = errors.New("step skipped by hook")
+
+// step runs one named step and wraps its error with the name, so a failed
+// ADD or DEL says exactly where it stopped.
+func (d *Driver) step(name, object string, fn func() error) error {
+	if d.hook != nil {
+		if err := d.hook(name); errors.Is(err, ErrSkipStep) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s %s: %w", name, object, err)
+		}
+	}
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s %s: %w", name, object, err)
+	}
+	return nil
+}
+
+// Report says what a teardown did, for the plugin's log and the harness's
+// timeline.
+type Report struct {
+	Removed []string
+	// Skipped lists addresses whose host objects were left alone because
+	// the kernel shows another holder (the IP has moved on).
+	Skipped []string
+}
+
+func (r *Report) removed(format string, a ...any) {
+	r.Removed = append(r.Removed, fmt.Sprintf(format, a...))
+}
+
+// hostMAC picks a locally administered unicast MAC for the host end,
+// derived from the seed so it is reproducible, and unique among the host's
+// links.
+func hostMAC(host kernel.API, seed string) (net.HardwareAddr, error) {
+	links, err := host.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, l := range links {
+		used[l.HardwareAddr.String()] = true
+	}
+	for i := 0; i < 16; i++ {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", seed, i)))
+		mac := net.HardwareAddr(sum[:6])
+		mac[0] = (mac[0] | 0x02) &^ 0x01 // locally administered, unicast
+		if !used[mac.String()] {
+			return mac, nil
+		}
+	}
+	return nil, errors.New("no unique host veth MAC after 16 attempts")
+}
+
+// ignoreNotFound treats "already gone" as done: teardown is idempotent.
+func ignoreNotFound(err error) error {
+	if kernel.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ignoreExist treats "already there" as done: setup is idempotent.
+func ignoreExist(err error) error {
+	if kernel.IsExist(err) {
+		return nil
+	}
+	return err
+}

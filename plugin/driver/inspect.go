@@ -1,0 +1,57 @@
+package driver
+
+import (
+	"net/netip"
+
+	"github.com/vpccni/vpccni/kernel"
+)
+
+// Inspect rebuilds a Pod from the kernel: the container interface's host
+// addresses are the pod's IPs, its veth peer is the host veth, and a 1536
+// rule from an IP names its table (none: main). Only the pod's own
+// namespace is trusted as the source of the IPs, so Inspect cannot be
+// talked into naming another pod's address.
+func (d *Driver) Inspect(host, pod kernel.API, containerIf string) (*Pod, error) {
+	if pod == nil {
+		return nil, nil
+	}
+	l, err := pod.LinkByName(containerIf)
+	if kernel.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &Pod{ContainerIf: containerIf, MTU: l.MTU}
+	if l.Kind == kernel.KindVeth && l.ParentIndex != 0 {
+		if hl, err := host.LinkByIndex(l.ParentIndex); err == nil {
+			p.HostVeth = hl.Name
+		}
+	}
+	addrs, err := pod.AddrList(l.Index, kernel.FamilyAll)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := host.RuleList(kernel.FamilyAll)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IPNet.IP)
+		ones, bits := a.IPNet.Mask.Size()
+		ip = ip.Unmap()
+		if !ok || !ValidPodAddr(ip) || ones != bits {
+			continue
+		}
+		pip := PodIP{Addr: ip, Table: kernel.TableMain}
+		m := fromPodRuleMatcher(pip.Prefix(), func(int) bool { return true })
+		for _, r := range rules {
+			if m.match(r) {
+				pip.Table = r.Table
+				break
+			}
+		}
+		p.IPs = append(p.IPs, pip)
+	}
+	return p, nil
+}

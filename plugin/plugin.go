@@ -1,0 +1,153 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// Plugin-specific CNI error codes (the spec reserves 100+ for plugins).
+const (
+	ErrIpamd        uint = 100 // ipamd answered with an error
+	ErrNoAddress    uint = 101 // ipamd has no address for the pod
+	ErrSetupFailed  uint = 102 // a kernel step of ADD failed (rolled back)
+	ErrNotSupported uint = 103 // a mode this build does not implement
+)
+
+// Env is everything the plugin talks to. The binary fills it with the real
+// kernel and gRPC; the harness with the kernel model and an in-process ipamd
+// on a real socket; unit tests with mocks.
+type Env struct {
+	Kernel kernel.Opener
+	Dial   Dialer
+	Driver driver.Networker
+	// Log receives the plugin's log when the netconf names no
+	// pluginLogFile. nil: discard.
+	Log *slog.Logger
+	// IsHostNS reports whether a namespace path is the plugin's own
+	// namespace: ADD refuses to build a pod there.
+	IsHostNS func(path string) (bool, error)
+	// Version is sent to ipamd as ClientVersion.
+	Version string
+}
+
+// Plugin is the CNI plugin. Add and Del are the verbs; they take skel's
+// arguments so the binary and the harness call the same entry points.
+type Plugin struct{ env Env }
+
+// New returns a plugin on env.
+func New(env Env) *Plugin {
+	if env.Log == nil {
+		env.Log = slog.New(slog.DiscardHandler)
+	}
+	if env.Dial == nil {
+		env.Dial = DialGRPC
+	}
+	if env.Driver == nil {
+		env.Driver = driver.New(env.Log)
+	}
+	if env.Version == "" {
+		env.Version = "vpccni-dev"
+	}
+	return &Plugin{env: env}
+}
+
+// invocation is one parsed request.
+type invocation struct {
+	args           *skel.CmdArgs
+	conf           *NetConf
+	k8s            *K8sArgs
+	podNS, podName string
+	log            *slog.Logger
+	closeLog       io.Closer
+}
+
+func (p *Plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {
+	conf, err := LoadNetConf(args.StdinData)
+	if err != nil {
+		p.env.Log.Error("rejected network configuration", "verb", verb, "containerID", args.ContainerID, "error", err)
+		return nil, err
+	}
+	k8s, err := LoadK8sArgs(args.Args)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateIfName(args.IfName); err != nil {
+		return nil, err
+	}
+	inv := &invocation{args: args, conf: conf, k8s: k8s,
+		podNS: string(k8s.K8S_POD_NAMESPACE), podName: string(k8s.K8S_POD_NAME), log: p.env.Log}
+	if conf.PluginLogFile != "" {
+		l, c, err := openLog(conf.PluginLogFile, conf.PluginLogLevel)
+		if err != nil {
+			return nil, types.NewError(types.ErrIOFailure, "cannot open the plugin log", err.Error())
+		}
+		inv.log, inv.closeLog = l, c
+	}
+	inv.log = inv.log.With("verb", verb, "containerID", args.ContainerID, "pod", inv.podNS+"/"+inv.podName,
+		"netns", args.Netns, "ifname", args.IfName)
+	return inv, nil
+}
+
+func (inv *invocation) end() {
+	if inv.closeLog != nil {
+		inv.closeLog.Close()
+	}
+}
+
+// handles opens the node namespace and, if it still exists, the pod's.
+// A missing pod namespace is not an error: DEL must cope with it.
+func (p *Plugin) handles(netns string) (host, pod kernel.API, err error) {
+	host, err = p.env.Kernel.Open("")
+	if err != nil {
+		return nil, nil, types.NewError(types.ErrIOFailure, "cannot open the node network namespace", err.Error())
+	}
+	if netns == "" {
+		return host, nil, nil
+	}
+	pod, err = p.env.Kernel.Open(netns)
+	if errors.Is(err, kernel.ErrNamespaceGone) || errors.Is(err, os.ErrNotExist) {
+		return host, nil, nil
+	}
+	if err != nil {
+		host.Close()
+		return nil, nil, types.NewError(types.ErrInvalidNetNS, "cannot open the pod network namespace", err.Error())
+	}
+	return host, pod, nil
+}
+
+func closeAll(hs ...kernel.API) {
+	for _, h := range hs {
+		if h != nil {
+			h.Close()
+		}
+	}
+}
+
+// cniError wraps err as a CNI error with a code, unless it is one already.
+func cniError(code uint, msg string, err error) error {
+	var ce *types.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	details := ""
+	if err != nil {
+		details = err.Error()
+	}
+	return types.NewError(code, msg, details)
+}
+
+var background = context.Background
+
+func errorf(code uint, format string, a ...any) error {
+	return types.NewError(code, fmt.Sprintf(format, a...), "")
+}

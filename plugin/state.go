@@ -1,0 +1,204 @@
+package plugin
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// The cleanup state lives in the CNI result exactly as the reference lays
+// it out (REFERENCE.md §2.1), so results are interchangeable with it:
+//
+//	interfaces[2i]   {name: <host veth>}
+//	interfaces[2i+1] {name: <CNI_IFNAME>, sandbox: <netns>, mac: "<route table>"}
+//	interfaces[last] {name: dummy<hash>, mac: "<vlan id>", sandbox: "<device>"}
+//
+// "mac" of the container interface holds the decimal route table id, and
+// the dummy interface (never created in a kernel) carries the VLAN id and,
+// for non-branch pods, the device number.
+
+// Limits on what a decoded state may claim. A result is input the plugin
+// does not control: these keep a forged one from naming kernel objects
+// that are not a pod's.
+const (
+	maxResultInterfaces = 64
+	maxDeviceNumber     = 1023
+	maxVlanID           = 4094
+)
+
+// CleanupState is what DEL needs to tear a pod down without ipamd.
+type CleanupState struct {
+	Pod driver.Pod
+	// DeviceNumber is the ENI the pod's IP came from; -1 when not recorded.
+	DeviceNumber int
+	// VlanID is the branch ENI's VLAN; 0 for a regular pod.
+	VlanID int
+	// FromDummy says whether the dummy interface was there (results made by
+	// reference versions before v1.12.1 lack it).
+	FromDummy bool
+}
+
+// encodeResult builds the ADD result carrying the cleanup state.
+func encodeResult(pod driver.Pod, netns string, device, vlanID int, podNS, podName string) *current.Result {
+	r := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	table := kernel.TableMain
+	if len(pod.IPs) > 0 {
+		table = pod.IPs[0].Table
+	}
+	r.Interfaces = []*current.Interface{
+		{Name: pod.HostVeth},
+		{Name: pod.ContainerIf, Sandbox: netns, Mac: strconv.Itoa(table)},
+	}
+	for _, ip := range pod.IPs {
+		idx := 1
+		r.IPs = append(r.IPs, &current.IPConfig{Interface: &idx, Address: *hostIPNet(ip.Addr)})
+	}
+	dummy := &current.Interface{Name: naming.Dummy(podNS, podName), Mac: strconv.Itoa(vlanID)}
+	if vlanID == 0 {
+		dummy.Sandbox = strconv.Itoa(device)
+	}
+	r.Interfaces = append(r.Interfaces, dummy)
+	return r
+}
+
+func hostIPNet(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// decodeCleanupState reads the cleanup state out of a prevResult. It never
+// guesses: a value that is present but not what this plugin writes is an
+// error (CNI code 7) and DEL then touches nothing.
+func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
+	res, err := current.NewResultFromResult(prev)
+	if err != nil {
+		return nil, badPrev("cannot convert to CNI %s: %v", current.ImplementedSpecVersion, err)
+	}
+	if len(res.Interfaces) > maxResultInterfaces {
+		return nil, badPrev("%d interfaces (at most %d)", len(res.Interfaces), maxResultInterfaces)
+	}
+	st := &CleanupState{DeviceNumber: -1, Pod: driver.Pod{ContainerIf: ifName}}
+	ci := -1
+	for i, itf := range res.Interfaces {
+		if itf != nil && itf.Name == ifName && itf.Sandbox != "" {
+			ci = i
+			break
+		}
+	}
+	if ci < 0 {
+		return nil, badPrev("no interface %q with a sandbox", ifName)
+	}
+	st.Pod.HostVeth = naming.HostVeth(vethPrefix, podNS, podName)
+	if ci > 0 && res.Interfaces[ci-1] != nil && res.Interfaces[ci-1].Sandbox == "" {
+		hv := res.Interfaces[ci-1].Name
+		if len(hv) > kernel.MaxLinkNameLen || !naming.HasPodSuffix(hv, podNS, podName) {
+			return nil, badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, naming.PodSuffix(podNS, podName, 0))
+		}
+		st.Pod.HostVeth = hv
+	}
+	if err := decodeDummy(res, st, podNS, podName); err != nil {
+		return nil, err
+	}
+	table, err := decodeTable(res.Interfaces[ci].Mac, st.DeviceNumber)
+	if err != nil {
+		return nil, err
+	}
+	for i, ipc := range res.IPs {
+		if ipc == nil || ipc.Interface == nil {
+			continue
+		}
+		if *ipc.Interface < 0 || *ipc.Interface >= len(res.Interfaces) {
+			return nil, badPrev("ips[%d] names interface %d of %d", i, *ipc.Interface, len(res.Interfaces))
+		}
+		if *ipc.Interface != ci {
+			continue // another plugin's address
+		}
+		a, ok := netip.AddrFromSlice(ipc.Address.IP)
+		ones, bits := ipc.Address.Mask.Size()
+		a = a.Unmap()
+		if !ok || !driver.ValidPodAddr(a) || ones != a.BitLen() || (bits != 32 && bits != 128) {
+			return nil, badPrev("ips[%d] %s is not a pod host address (/32 or /128)", i, ipc.Address.String())
+		}
+		st.Pod.IPs = append(st.Pod.IPs, driver.PodIP{Addr: a, Table: table})
+	}
+	return st, nil
+}
+
+func decodeDummy(res *current.Result, st *CleanupState, podNS, podName string) error {
+	want := naming.Dummy(podNS, podName)
+	for _, itf := range res.Interfaces {
+		if itf == nil || itf.Name != want {
+			continue
+		}
+		st.FromDummy = true
+		vlan, err := strictInt(itf.Mac, 0, maxVlanID)
+		if err != nil {
+			return badPrev("dummy interface mac (VLAN id) %q: %v", itf.Mac, err)
+		}
+		st.VlanID = vlan
+		if itf.Sandbox != "" {
+			dev, err := strictInt(itf.Sandbox, 0, maxDeviceNumber)
+			if err != nil {
+				return badPrev("dummy interface sandbox (device number) %q: %v", itf.Sandbox, err)
+			}
+			st.DeviceNumber = dev
+		}
+		return nil
+	}
+	return nil
+}
+
+// decodeTable reads the container interface's "mac" (route table). An
+// empty one falls back to the device number; without either the table is
+// unknown and teardown matches the pod's own 1536 rules in any pod table.
+func decodeTable(mac string, device int) (int, error) {
+	if mac == "" {
+		switch {
+		case device == 0:
+			return kernel.TableMain, nil
+		case device > 0:
+			return device + 1, nil
+		}
+		return driver.TableUnknown, nil
+	}
+	t, err := strictInt(mac, 1, 65535)
+	if err != nil {
+		return 0, badPrev("container interface mac (route table) %q: %v", mac, err)
+	}
+	if t == 1 { // the reference's legacy encoding of main
+		return kernel.TableMain, nil
+	}
+	if !driver.IsPodTable(t) {
+		return 0, badPrev("route table %d is not a pod table", t)
+	}
+	return t, nil
+}
+
+// strictInt accepts only plain decimal digits within [lo, hi]: no sign,
+// exponent, spaces or hex.
+func strictInt(s string, lo, hi int) (int, error) {
+	if s == "" || len(s) > 6 {
+		return 0, fmt.Errorf("not a number between %d and %d", lo, hi)
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("not a number between %d and %d", lo, hi)
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("not a number between %d and %d", lo, hi)
+	}
+	return n, nil
+}
+
+func badPrev(format string, a ...any) error {
+	return types.NewError(types.ErrInvalidNetworkConfig, "invalid prevResult", fmt.Sprintf(format, a...))
+}

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// maxSettle bounds a settle: kubelet's back-off never runs that long.
+const maxSettle = time.Hour
+
+func (r *run) event(ev spec.Event) error {
+	switch {
+	case ev.Add != nil:
+		r.begin("add " + refNames(ev.Add))
+		defer r.end()
+		for _, ref := range ev.Add {
+			if err := r.add(ref); err != nil {
+				return err
+			}
+		}
+	case ev.Delete != nil:
+		r.begin("kubelet deletes " + strings.Join(ev.Delete, ", "))
+		defer r.end()
+		for _, n := range ev.Delete {
+			if err := r.delete(n); err != nil {
+				return err
+			}
+		}
+	case ev.Evict != "":
+		r.begin("autoscaler evicts aws-node")
+		defer r.end()
+		if r.ipamd == nil {
+			return fmt.Errorf("aws-node is already evicted")
+		}
+		r.ipamd.Kill()
+		r.ipamd = nil
+		r.note("ipamd killed; its socket is left behind (connection refused)")
+	case ev.CancelEviction != "":
+		r.begin("autoscaler cancels the eviction: aws-node starts, memory " + ev.Memory)
+		defer r.end()
+		if r.ipamd != nil {
+			return fmt.Errorf("aws-node is not evicted")
+		}
+		if err := r.startIpamd(); err != nil {
+			return err
+		}
+		r.note("ipamd restarted with no checkpoint: %d allocations", len(r.ipamd.Allocations()))
+	case ev.Wait != nil:
+		r.begin("wait " + ev.Wait.String())
+		defer r.end()
+		r.advance(r.now + ev.Wait.Duration)
+	case ev.Settle != nil:
+		r.begin("settle")
+		defer r.end()
+		limit := r.now + maxSettle
+		for r.now < limit && r.nextDue() >= 0 {
+			r.advance(r.nextDue())
+		}
+	}
+	return nil
+}
+
+func refNames(refs []spec.PodRef) string {
+	var n []string
+	for _, r := range refs {
+		if r.Node != "" {
+			n = append(n, fmt.Sprintf("%s (node %s, address of %s)", r.Name, r.Node, r.ReuseIPOf))
+		} else {
+			n = append(n, r.Name)
+		}
+	}
+	return strings.Join(n, ", ")
+}
+
+// add runs a sandbox (the runtime's RunPodSandbox → CNI ADD), or places a
+// pod of another node on a deleted pod's address.
+func (r *run) add(ref spec.PodRef) error {
+	if ref.Node != "" {
+		old := r.pods[ref.ReuseIPOf]
+		if old.phase != deleted || !old.ip.IsValid() {
+			return fmt.Errorf("%s: reuseIPOf %s, which is not a deleted pod with an address", ref.Name, ref.ReuseIPOf)
+		}
+		r.remote[old.ip] = ref.Name
+		r.note("%s on node %s now holds %s (was %s's)", ref.Name, ref.Node, old.ip, ref.ReuseIPOf)
+		return nil
+	}
+	p := r.pods[ref.Name]
+	if p.phase == running || p.phase == terminating {
+		return fmt.Errorf("%s is already running", ref.Name)
+	}
+	p.incarnation++
+	p.containerID = fmt.Sprintf("sandbox-%s-%d", p.name, p.incarnation)
+	p.netns = fmt.Sprintf("pod-%s-%s-%d", p.ns, p.name, p.incarnation)
+	p.ip, p.hostVeth, p.attempts = netip.Addr{}, "", 0
+	if err := r.kern.AddNamespace(p.netns); err != nil {
+		return err
+	}
+	res, err := r.cni.AddNetworkList(bg(), r.list, r.rtConf(p, p.netns))
+	if err != nil {
+		r.note("ADD %s failed: %v; the runtime tears the sandbox down", ref.Name, err)
+		if derr := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, p.netns)); derr != nil {
+			r.note("DEL after failed ADD: %v", derr)
+		}
+		r.kern.DeleteNamespace(p.netns)
+		p.phase = pending
+		return nil
+	}
+	cur, err := current.NewResultFromResult(res)
+	if err != nil || len(cur.IPs) == 0 || len(cur.Interfaces) == 0 {
+		return fmt.Errorf("ADD %s: unusable result %v (%v)", ref.Name, res, err)
+	}
+	p.ip, _ = netip.AddrFromSlice(cur.IPs[0].Address.IP)
+	p.ip = p.ip.Unmap()
+	p.hostVeth = cur.Interfaces[0].Name
+	if last := cur.Interfaces[len(cur.Interfaces)-1]; last.Sandbox != "" {
+		if d, err := strconv.Atoi(last.Sandbox); err == nil && d != p.device {
+			r.note("%s asked for device %d, ipamd gave device %d", ref.Name, p.device, d)
+			p.device = d
+		}
+	}
+	p.phase = running
+	r.note("ADD %s -> %s (device %d, host veth %s)", ref.Name, p.ip, p.device, p.hostVeth)
+	return nil
+}
+
+func (r *run) rtConf(p *pod, netns string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: p.containerID, NetNS: netns, IfName: "eth0", Args: [][2]string{
+		{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.ns}, {"K8S_POD_NAME", p.name},
+		{"K8S_POD_INFRA_CONTAINER_ID", p.containerID}, {"K8S_POD_UID", "uid-" + p.containerID}}}
+}
+
+// delete is kubelet deleting a pod: StopPodSandbox (CNI DEL with the
+// cached result as prevResult), retried with back-off on failure.
+func (r *run) delete(name string) error {
+	p := r.pods[name]
+	if p.phase != running {
+		return fmt.Errorf("%s is not running", name)
+	}
+	p.phase = terminating
+	p.attempts = 0
+	r.tryDel(name, p)
+	return nil
+}
+
+func (r *run) tryDel(name string, p *pod) {
+	p.attempts++
+	err := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, p.netns))
+	if err == nil {
+		r.note("t=%s DEL %s ok (attempt %d)", r.now, name, p.attempts)
+		r.removeSandbox(name, p)
+		return
+	}
+	if p.attempts > r.s.Node.KubeletRetries {
+		r.note("t=%s DEL %s failed (attempt %d): %v; kubelet gives up and the runtime removes the sandbox", r.now, name, p.attempts, err)
+		r.removeSandbox(name, p)
+		return
+	}
+	backoff := time.Second << (p.attempts - 1)
+	p.nextRetry = r.now + backoff
+	r.note("t=%s DEL %s failed (attempt %d): %v; kubelet retries in %s", r.now, name, p.attempts, err, backoff)
+}
+
+// removeSandbox is RemovePodSandbox: the namespace goes (and with it the
+// veth pair and its routes, not its rules), then the runtime's second DEL
+// with an empty netns and, the cache being gone after a successful DEL, no
+// prevResult.
+func (r *run) removeSandbox(name string, p *pod) {
+	if err := r.kern.DeleteNamespace(p.netns); err != nil {
+		r.note("remove namespace %s: %v", p.netns, err)
+	}
+	if err := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, "")); err != nil {
+		r.note("second DEL %s (empty netns) failed: %v (the runtime ignores it)", name, err)
+	}
+	p.phase = deleted
+}
+
+// nextDue is the time of the earliest pending kubelet retry, -1 if none.
+func (r *run) nextDue() time.Duration {
+	due := time.Duration(-1)
+	for _, p := range r.pods {
+		if p.phase == terminating && (due < 0 || p.nextRetry < due) {
+			due = p.nextRetry
+		}
+	}
+	return due
+}
+
+// advance moves the clock to t, running the retries that fall due, in
+// time order (ties by pod name, so runs are reproducible).
+func (r *run) advance(t time.Duration) {
+	for {
+		var name string
+		var next *pod
+		for n, p := range r.pods {
+			if p.phase != terminating || p.nextRetry > t {
+				continue
+			}
+			if next == nil || p.nextRetry < next.nextRetry || (p.nextRetry == next.nextRetry && n < name) {
+				name, next = n, p
+			}
+		}
+		if next == nil {
+			break
+		}
+		if next.nextRetry > r.now {
+			r.now = next.nextRetry
+		}
+		r.tryDel(name, next)
+	}
+	if t > r.now {
+		r.now = t
+	}
+}

@@ -1,0 +1,313 @@
+// Package engine runs a scenario: one node on the kernel model, ipamd
+// in-process on a real Unix socket, the plugin driven through libcni as
+// containerd drives it, and the actors of the timeline — the runtime, a
+// kubelet that retries failed DELs with back-off on a simulated clock, and
+// the autoscaler that evicts aws-node and cancels the eviction.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/model"
+	"github.com/vpccni/vpccni/plugin"
+	"github.com/vpccni/vpccni/plugin/driver"
+	"github.com/vpccni/vpccni/scenarios/invariant"
+	"github.com/vpccni/vpccni/scenarios/policy"
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// OffVPC is the address the routing check sends pods' traffic to.
+var OffVPC = netip.MustParseAddr("198.51.100.7")
+
+// Step is one timeline entry as it ran.
+type Step struct {
+	At      time.Duration `json:"at"`
+	Event   string        `json:"event"`
+	Notes   []string      `json:"notes,omitempty"`
+	Added   []string      `json:"added,omitempty"`
+	Removed []string      `json:"removed,omitempty"`
+}
+
+// Result is one scenario run in one mode under one policy.
+type Result struct {
+	Scenario   string                `json:"scenario"`
+	Incident   string                `json:"incident,omitempty"`
+	File       string                `json:"file,omitempty"`
+	Mode       string                `json:"mode"`
+	Policy     string                `json:"policy"`
+	Expected   string                `json:"expected"`
+	Verdict    string                `json:"verdict"` // clean or leak
+	Kinds      []string              `json:"kinds,omitempty"`
+	Violations []invariant.Violation `json:"violations,omitempty"`
+	Match      bool                  `json:"match"`
+	Steps      []Step                `json:"steps"`
+}
+
+type phase int
+
+const (
+	pending phase = iota
+	running
+	terminating
+	deleted
+)
+
+type pod struct {
+	spec        spec.Pod
+	ns, name    string
+	containerID string
+	netns       string
+	phase       phase
+	ip          netip.Addr
+	device      int
+	hostVeth    string
+	attempts    int
+	nextRetry   time.Duration
+	incarnation int
+}
+
+type run struct {
+	s      *spec.Scenario
+	mode   string
+	pol    policy.Policy
+	now    time.Duration
+	kern   *model.Kernel
+	node   kernel.API
+	cloud  *memory.Cloud
+	ipamd  *ipamd.Daemon
+	sock   string
+	tmp    string
+	exec   *inprocExec
+	cni    *libcni.CNIConfig
+	list   *libcni.NetworkConfigList
+	pods   map[string]*pod
+	remote map[netip.Addr]string
+	steps  []Step
+	cur    *Step
+	log    *slog.Logger
+}
+
+// Options tune a run.
+type Options struct {
+	// Log receives ipamd's and the plugin's logs (nil: discarded).
+	Log *slog.Logger
+	// DriverHook is called before every driver step (driver.WithStepHook):
+	// tests use it to remove a step and watch the invariants catch it.
+	DriverHook func(step string) error
+}
+
+// Run executes s in mode under pol and checks the invariants.
+func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result, error) {
+	expected, ok := s.Expect[pol.Name()]
+	if !ok {
+		return nil, fmt.Errorf("%s: no expectation for policy %s", s.Name, pol.Name())
+	}
+	r, err := newRun(s, mode, pol, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	for i, ev := range s.Timeline {
+		if err := r.event(ev); err != nil {
+			return nil, fmt.Errorf("%s: timeline[%d]: %w", s.Name, i, err)
+		}
+	}
+	r.begin("end: check invariants")
+	vs, err := invariant.Check(r.world())
+	if err != nil {
+		return nil, err
+	}
+	r.end()
+	res := &Result{Scenario: s.Name, Incident: s.Incident, File: s.File, Mode: mode, Policy: pol.Name(), Expected: expected,
+		Violations: vs, Kinds: invariant.Kinds(vs), Steps: r.steps, Verdict: "clean"}
+	if len(vs) > 0 {
+		res.Verdict = "leak"
+	}
+	// "leak" means the invariants caught something; a clean expectation
+	// tolerates nothing.
+	res.Match = res.Verdict == expected && (expected == "clean" || hasKind(vs, invariant.Leak))
+	return res, nil
+}
+
+func hasKind(vs []invariant.Violation, k string) bool {
+	for _, v := range vs {
+		if v.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run, error) {
+	log := opt.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tmp, err := os.MkdirTemp("", "vpccni-scenario-")
+	if err != nil {
+		return nil, err
+	}
+	r := &run{s: s, mode: mode, pol: pol, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
+		pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log}
+	if r.cloud, err = memory.New(s.Node.InstanceType); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.begin("node: " + s.Node.InstanceType + ", ipamd starts")
+	if r.node, _, err = buildNode(r.kern, r.cloud); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := r.startIpamd(); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.end()
+	for _, p := range s.Pods {
+		ns, name, _ := strings.Cut(p.Name, "/")
+		r.pods[p.Name] = &pod{spec: p, ns: ns, name: name, device: p.Device}
+	}
+	drv := driver.New(log)
+	if opt.DriverHook != nil {
+		drv = drv.WithStepHook(opt.DriverHook)
+	}
+	p := plugin.New(plugin.Env{
+		Kernel:   r.kern.Opener(nodeNS),
+		Log:      log,
+		Version:  "scenario",
+		Driver:   drv,
+		IsHostNS: func(path string) (bool, error) { return path == nodeNS, nil },
+	})
+	r.exec = &inprocExec{plugin: p, policy: pol, calls: map[string]int{}}
+	r.cni = libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, filepath.Join(tmp, "cni-cache"), r.exec)
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s"}]}`, r.sock)
+	if r.list, err = libcni.NetworkConfFromBytes([]byte(conf)); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *run) close() {
+	if r.ipamd != nil {
+		r.ipamd.Stop()
+	}
+	os.RemoveAll(r.tmp)
+}
+
+// startIpamd starts a fresh ipamd on the node's socket. The in-memory
+// ipamd has no checkpoint: a restart forgets every allocation.
+func (r *run) startIpamd() error {
+	d, err := ipamd.New(ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario",
+		Placement: func(ns, name string) (int, bool) {
+			p, ok := r.pods[ns+"/"+name]
+			if !ok {
+				return 0, false
+			}
+			return p.device, true
+		}})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(); err != nil {
+		return err
+	}
+	r.ipamd = d
+	return nil
+}
+
+// begin opens a timeline step and snapshots the node to diff against.
+func (r *run) begin(event string) {
+	r.steps = append(r.steps, Step{At: r.now, Event: event})
+	r.cur = &r.steps[len(r.steps)-1]
+	if r.node != nil {
+		r.cur.Added = snapshotLines(r.node) // holds "before" until end()
+	}
+}
+
+func (r *run) end() {
+	before := r.cur.Added
+	r.cur.Added, r.cur.Removed = nil, nil
+	if r.node == nil {
+		return
+	}
+	after := snapshotLines(r.node)
+	r.cur.Added, r.cur.Removed = diffLines(before, after)
+}
+
+func (r *run) note(format string, a ...any) {
+	r.cur.Notes = append(r.cur.Notes, fmt.Sprintf(format, a...))
+}
+
+func snapshotLines(h kernel.API) []string {
+	st, err := kernel.Snapshot(h)
+	if err != nil {
+		return []string{"snapshot failed: " + err.Error()}
+	}
+	return st.Lines()
+}
+
+func diffLines(before, after []string) (added, removed []string) {
+	in := func(xs []string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	b, a := in(before), in(after)
+	for _, x := range after {
+		if !b[x] {
+			added = append(added, x)
+		}
+	}
+	for _, x := range before {
+		if !a[x] {
+			removed = append(removed, x)
+		}
+	}
+	return added, removed
+}
+
+func (r *run) world() invariant.World {
+	w := invariant.World{Node: r.node, Remote: r.remote, OffVPC: OffVPC, ENILink: eniLink, NamespaceExists: r.kern.HasNamespace}
+	names := make([]string, 0, len(r.pods))
+	for n := range r.pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := r.pods[n]
+		ip := invariant.Pod{Name: n, ContainerID: p.containerID, IP: p.ip, Device: p.device, HostVeth: p.hostVeth, Netns: p.netns}
+		switch p.phase {
+		case running:
+			w.Live = append(w.Live, ip)
+		case deleted, terminating:
+			if p.ip.IsValid() {
+				w.Deleted = append(w.Deleted, ip)
+			}
+		}
+	}
+	if r.ipamd != nil {
+		w.IpamdUp = true
+		for _, a := range r.ipamd.Allocations() {
+			w.Allocations = append(w.Allocations, invariant.Allocation{ContainerID: a.Key.ContainerID, IP: a.IP})
+		}
+	}
+	return w
+}
+
+var bg = context.Background

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/vpccni/vpccni/plugin"
+	"github.com/vpccni/vpccni/scenarios/policy"
+)
+
+// pluginName is the conflist type the runtime resolves to the in-process
+// plugin.
+const pluginName = "vpc-cni"
+
+// inprocExec is libcni's invoke.Exec that runs the plugin in this process,
+// on the node's kernel model, instead of executing a binary: libcni still
+// builds the environment, injects the cached result as prevResult and
+// caches results exactly as it does for containerd. Only the process
+// boundary is skipped, so the kernel model can be shared.
+type inprocExec struct {
+	plugin *plugin.Plugin
+	policy policy.Policy
+	// calls counts invocations by verb, for the timeline.
+	calls map[string]int
+}
+
+func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) ([]byte, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	args := &skel.CmdArgs{ContainerID: env["CNI_CONTAINERID"], Netns: env["CNI_NETNS"], IfName: env["CNI_IFNAME"],
+		Args: env["CNI_ARGS"], Path: env["CNI_PATH"], StdinData: stdin}
+	cmd := env["CNI_COMMAND"]
+	e.calls[cmd]++
+	switch cmd {
+	case "ADD":
+		res, err := e.plugin.Add(args)
+		if err != nil {
+			return nil, asCNIError(err)
+		}
+		var buf bytes.Buffer
+		if err := res.PrintTo(&buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	case "DEL":
+		r, err := e.plugin.PrepareDel(args)
+		if err != nil {
+			return nil, asCNIError(err)
+		}
+		defer r.Close()
+		return nil, asCNIError(e.policy.Del(e.plugin, r))
+	case "VERSION":
+		var buf bytes.Buffer
+		err := supported.Encode(&buf)
+		return buf.Bytes(), err
+	}
+	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "unsupported CNI_COMMAND "+cmd, "")
+}
+
+var supported = version.PluginSupports("0.3.1", "0.4.0", "1.0.0")
+
+func (e *inprocExec) FindInPath(name string, _ []string) (string, error) {
+	if name != pluginName {
+		return "", errors.New("only vpc-cni is installed on the simulated node, not " + name)
+	}
+	return name, nil
+}
+
+func (e *inprocExec) Decode(b []byte) (version.PluginInfo, error) {
+	return version.PluginDecoder{}.Decode(b)
+}
+
+// asCNIError keeps CNI errors as they are (their code reaches the runtime)
+// and wraps anything else the way skel would.
+func asCNIError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *types.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return types.NewError(types.ErrInternal, err.Error(), "")
+}

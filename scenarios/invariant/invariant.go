@@ -1,0 +1,315 @@
+// Package invariant holds what the harness checks after a scenario has
+// settled: the property of the project, split into checks that each say
+// what they found. "What is checked" lives here and nowhere else.
+package invariant
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// Violation kinds.
+const (
+	Leak         = "LEAK"          // a kernel object of a deleted pod remains
+	Broken       = "BROKEN"        // a live pod lacks one of its objects
+	Misroute     = "MISROUTE"      // traffic to or from a live pod goes the wrong way
+	IPAM         = "IPAM"          // ipamd's allocations differ from the live pods
+	DoubleAssign = "DOUBLE-ASSIGN" // one address held by two pods
+	Stuck        = "STUCK"         // a deleted pod's sandbox was never removed
+)
+
+// Pod is a pod as the harness knows it.
+type Pod struct {
+	Name        string
+	ContainerID string
+	IP          netip.Addr
+	Device      int
+	HostVeth    string
+	Netns       string
+}
+
+// Table is the pod's egress table: main on the primary ENI, device+1 else.
+func (p Pod) Table() int {
+	if p.Device == 0 {
+		return kernel.TableMain
+	}
+	return p.Device + 1
+}
+
+// Allocation is one of ipamd's.
+type Allocation struct {
+	ContainerID string
+	IP          netip.Addr
+}
+
+// World is the state to check.
+type World struct {
+	Node    kernel.API // the node namespace
+	Live    []Pod
+	Deleted []Pod
+	// Remote holds the addresses now owned by pods on other nodes.
+	Remote map[netip.Addr]string
+	// NamespaceExists tells whether a pod namespace is still there.
+	NamespaceExists func(path string) bool
+	// ENILink names the node link of an ENI device ("eth1").
+	ENILink func(device int) string
+	// Allocations are ipamd's; nil with IpamdUp false when ipamd is down.
+	Allocations []Allocation
+	IpamdUp     bool
+	// OffVPC is an address off the node and off the VPC.
+	OffVPC netip.Addr
+}
+
+// Violation is one finding.
+type Violation struct {
+	Kind string `json:"kind"`
+	What string `json:"what"`
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.What }
+
+// Check runs every check.
+func Check(w World) ([]Violation, error) {
+	var out []Violation
+	for _, c := range []func(World) ([]Violation, error){checkNodeObjects, checkSandboxes, checkRouting, checkIPAM} {
+		v, err := c(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v...)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].What < out[j].What
+	})
+	return out, nil
+}
+
+// Kinds lists the distinct kinds of a set of violations, sorted.
+func Kinds(vs []Violation) []string {
+	seen := map[string]bool{}
+	var ks []string
+	for _, v := range vs {
+		if !seen[v.Kind] {
+			seen[v.Kind] = true
+			ks = append(ks, v.Kind)
+		}
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// owner names who had an address, for attributing a leftover object.
+func owner(w World, a netip.Addr) string {
+	for _, p := range w.Deleted {
+		if p.IP == a {
+			return p.Name + ", deleted"
+		}
+	}
+	return "no pod"
+}
+
+func toAddr(n *net.IPNet) (netip.Addr, bool) {
+	if n == nil {
+		return netip.Addr{}, false
+	}
+	ones, bits := n.Mask.Size()
+	a, ok := netip.AddrFromSlice(n.IP)
+	return a.Unmap(), ok && ones == bits
+}
+
+// checkNodeObjects: every pod-owned object on the node (rules at 10, 512
+// and 1536, host routes to /32s via veths, veths) must be explained by a
+// live pod; every live pod must have all of its own.
+func checkNodeObjects(w World) ([]Violation, error) {
+	var out []Violation
+	live := map[netip.Addr]Pod{}
+	for _, p := range w.Live {
+		live[p.IP] = p
+	}
+	rules, err := w.Node.RuleList(kernel.FamilyAll)
+	if err != nil {
+		return nil, err
+	}
+	have512, have1536 := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for _, r := range rules {
+		switch r.Priority {
+		case driver.PrioToPod:
+			a, ok := toAddr(r.Dst)
+			if p, isLive := live[a]; ok && isLive && r.Table == kernel.TableMain && r.Src == nil {
+				have512[p.IP] = true
+				continue
+			}
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d to %s lookup %s (%s)", r.Priority, r.Dst, driver.TableName(r.Table), owner(w, a))})
+		case driver.PrioFromPod:
+			a, ok := toAddr(r.Src)
+			if p, isLive := live[a]; ok && isLive && r.Table == p.Table() && r.Dst == nil {
+				have1536[p.IP] = true
+				continue
+			}
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, driver.TableName(r.Table), owner(w, a))})
+		case driver.PrioVlanIIF:
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, driver.TableName(r.Table))})
+		}
+	}
+	links, err := w.Node.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	byIndex := map[int]kernel.Link{}
+	vethOf := map[string]bool{}
+	for _, p := range w.Live {
+		vethOf[p.HostVeth] = true
+	}
+	haveVeth := map[string]bool{}
+	for _, l := range links {
+		byIndex[l.Index] = l
+		if l.Kind != kernel.KindVeth && l.Kind != kernel.KindVlan {
+			continue
+		}
+		if vethOf[l.Name] {
+			haveVeth[l.Name] = true
+			continue
+		}
+		out = append(out, Violation{Leak, fmt.Sprintf("link %s (%s)", l.Name, l.Kind)})
+	}
+	routes, err := w.Node.RouteList(kernel.FamilyAll, kernel.TableMain)
+	if err != nil {
+		return nil, err
+	}
+	haveRoute := map[netip.Addr]bool{}
+	for _, r := range routes {
+		a, ok := toAddr(r.Dst)
+		l, known := byIndex[r.LinkIndex]
+		if !ok || !known || l.Kind != kernel.KindVeth {
+			continue
+		}
+		if p, isLive := live[a]; isLive && p.HostVeth == l.Name {
+			haveRoute[a] = true
+			continue
+		}
+		out = append(out, Violation{Leak, fmt.Sprintf("route %s dev %s (%s)", r.Dst, l.Name, owner(w, a))})
+	}
+	for _, p := range w.Live {
+		missing := []string{}
+		if !haveVeth[p.HostVeth] {
+			missing = append(missing, "host veth "+p.HostVeth)
+		}
+		if !haveRoute[p.IP] {
+			missing = append(missing, "host route")
+		}
+		if !have512[p.IP] {
+			missing = append(missing, "rule 512")
+		}
+		if p.Table() != kernel.TableMain && !have1536[p.IP] {
+			missing = append(missing, fmt.Sprintf("rule 1536 lookup %d", p.Table()))
+		}
+		if len(missing) > 0 {
+			out = append(out, Violation{Broken, fmt.Sprintf("%s (%s) lacks %s", p.Name, p.IP, strings.Join(missing, ", "))})
+		}
+	}
+	return out, nil
+}
+
+// checkSandboxes: a deleted pod's namespace must be gone.
+func checkSandboxes(w World) ([]Violation, error) {
+	var out []Violation
+	for _, p := range w.Deleted {
+		if w.NamespaceExists != nil && w.NamespaceExists(p.Netns) {
+			out = append(out, Violation{Stuck, fmt.Sprintf("%s: sandbox namespace %s still exists", p.Name, p.Netns)})
+		}
+	}
+	return out, nil
+}
+
+// checkRouting asks the kernel where traffic goes, because counting rules
+// misses the real harm of #2048: a leaked `to X lookup main` rule for an
+// address now on another node sends a secondary-ENI pod's traffic to X out
+// of the primary ENI, where the VPC drops it.
+func checkRouting(w World) ([]Violation, error) {
+	var out []Violation
+	var dsts []netip.Addr
+	for a := range w.Remote {
+		dsts = append(dsts, a)
+	}
+	sort.Slice(dsts, func(i, j int) bool { return dsts[i].Less(dsts[j]) })
+	if w.OffVPC.IsValid() {
+		dsts = append(dsts, w.OffVPC)
+	}
+	for _, p := range w.Live {
+		res, err := w.Node.RouteGet(kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())})
+		if err != nil || res.LinkName != p.HostVeth {
+			out = append(out, Violation{Misroute, fmt.Sprintf("traffic to %s (%s) goes to %s, not %s (%v)", p.Name, p.IP, res.LinkName, p.HostVeth, err)})
+		}
+		want := w.ENILink(p.Device)
+		for _, d := range dsts {
+			res, err := w.Node.RouteGet(kernel.RouteQuery{Dst: net.IP(d.AsSlice()), Src: net.IP(p.IP.AsSlice()), IifName: p.HostVeth})
+			if err == nil && res.LinkName == want {
+				continue
+			}
+			to := d.String()
+			if n, ok := w.Remote[d]; ok {
+				to += " (" + n + " on another node)"
+			}
+			out = append(out, Violation{Misroute, fmt.Sprintf("traffic from %s (%s, device %d) to %s leaves via %s, not %s (rule %d, table %s)",
+				p.Name, p.IP, p.Device, to, res.LinkName, want, res.RulePrio, driver.TableName(res.Table))})
+		}
+	}
+	return out, nil
+}
+
+// checkIPAM: ipamd's allocations are exactly the live pods, and no address
+// has two holders.
+func checkIPAM(w World) ([]Violation, error) {
+	var out []Violation
+	holders := map[netip.Addr][]string{}
+	for _, p := range w.Live {
+		holders[p.IP] = append(holders[p.IP], p.Name)
+	}
+	for a, n := range w.Remote {
+		holders[a] = append(holders[a], n+" (other node)")
+	}
+	for a, hs := range holders {
+		if len(hs) > 1 {
+			sort.Strings(hs)
+			out = append(out, Violation{DoubleAssign, fmt.Sprintf("%s held by %s", a, strings.Join(hs, " and "))})
+		}
+	}
+	if !w.IpamdUp {
+		return out, nil
+	}
+	byCID := map[string]netip.Addr{}
+	seen := map[netip.Addr]int{}
+	for _, a := range w.Allocations {
+		byCID[a.ContainerID] = a.IP
+		seen[a.IP]++
+	}
+	for a, n := range seen {
+		if n > 1 {
+			out = append(out, Violation{DoubleAssign, fmt.Sprintf("ipamd assigned %s %d times", a, n)})
+		}
+	}
+	livecid := map[string]bool{}
+	for _, p := range w.Live {
+		livecid[p.ContainerID] = true
+		if ip, ok := byCID[p.ContainerID]; !ok {
+			out = append(out, Violation{IPAM, fmt.Sprintf("ipamd has no allocation for live pod %s (%s)", p.Name, p.IP)})
+		} else if ip != p.IP {
+			out = append(out, Violation{IPAM, fmt.Sprintf("ipamd says %s has %s, the pod has %s", p.Name, ip, p.IP)})
+		}
+	}
+	for _, a := range w.Allocations {
+		if !livecid[a.ContainerID] {
+			out = append(out, Violation{IPAM, fmt.Sprintf("ipamd still holds %s for gone sandbox %s", a.IP, a.ContainerID)})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,296 @@
+// Package spec is the scenario file format: a node, its pods and a
+// timeline of events, with the expected outcome per delete policy. It only
+// parses and validates; the engine runs what it describes.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Scenario is one file of the library.
+type Scenario struct {
+	Name        string `json:"name"`
+	Incident    string `json:"incident,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Modes the scenario runs in (ipv4 only in this version).
+	Modes []string `json:"modes"`
+	Node  Node     `json:"node"`
+	Pods  []Pod    `json:"pods"`
+	// Timeline is run in order on a simulated clock.
+	Timeline []Event `json:"timeline"`
+	// Expect maps a delete policy to the expected verdict: "clean" or
+	// "leak". Every policy the scenario runs under must be listed.
+	Expect map[string]string `json:"expect"`
+
+	// File is where it was read from (not part of the format).
+	File string `json:"-"`
+}
+
+// Node is the node under test.
+type Node struct {
+	InstanceType string `json:"instanceType"`
+	// KubeletRetries is how many times kubelet retries a failed DEL (with
+	// back-off 1s, 2s, 4s, …) before it gives up and the runtime removes
+	// the sandbox anyway. Default 5.
+	KubeletRetries int `json:"kubeletRetries,omitempty"`
+}
+
+// Pod declares a pod: "namespace/name", and the ENI device its address
+// should come from (the harness pins it through ipamd's placement hook).
+type Pod struct {
+	Name   string `json:"name"`
+	Device int    `json:"device"`
+}
+
+// Event is one step of the timeline. Exactly one field is set.
+type Event struct {
+	// Add runs the sandboxes of these pods (CNI ADD).
+	Add []PodRef `json:"add,omitempty"`
+	// Delete asks kubelet to delete these pods (CNI DEL with prevResult;
+	// on failure kubelet retries with back-off).
+	Delete []string `json:"delete,omitempty"`
+	// Evict stops ipamd as a drained node's aws-node pod goes ("aws-node").
+	Evict string `json:"evict,omitempty"`
+	// CancelEviction starts ipamd again ("aws-node").
+	CancelEviction string `json:"cancel-eviction,omitempty"`
+	// Memory says what the restarted ipamd remembers: "lost" (no
+	// checkpoint: the incident's condition).
+	Memory string `json:"memory,omitempty"`
+	// Wait advances the clock (kubelet retries fall due meanwhile).
+	Wait *Duration `json:"wait,omitempty"`
+	// Settle advances the clock until kubelet has nothing left to retry.
+	Settle *struct{} `json:"settle,omitempty"`
+}
+
+// PodRef names a pod in an add event: a declared pod by name, or a pod on
+// another node that takes the address a deleted pod had.
+type PodRef struct {
+	Name string `json:"name"`
+	// Node "other" places the pod off this node; with ReuseIPOf it holds
+	// the address the named (deleted) pod had here.
+	Node      string `json:"node,omitempty"`
+	ReuseIPOf string `json:"reuseIPOf,omitempty"`
+}
+
+// UnmarshalJSON accepts a bare name or an object.
+func (r *PodRef) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &r.Name)
+	}
+	type plain PodRef
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(r))
+}
+
+// Duration is a time.Duration written as "3s".
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"3s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 || v > 24*time.Hour {
+		return fmt.Errorf("duration %q is not between 0 and 24h", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// Known values, for validation and --help.
+var (
+	KnownModes    = []string{"ipv4"}
+	KnownVerdicts = []string{"clean", "leak"}
+	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+)
+
+// Load reads and validates a scenario file.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s.File = path
+	return s, nil
+}
+
+// Parse decodes YAML strictly (an unknown or misspelt key is an error) and
+// validates the result.
+func Parse(b []byte) (*Scenario, error) {
+	var s Scenario
+	if err := yaml.UnmarshalStrict(b, &s); err != nil {
+		return nil, fmt.Errorf("not a scenario: %w", err)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *Scenario) validate() error {
+	if s.Name == "" {
+		return fmt.Errorf("name is missing")
+	}
+	if len(s.Modes) == 0 {
+		return fmt.Errorf("modes is empty (known: %s)", strings.Join(KnownModes, ", "))
+	}
+	for _, m := range s.Modes {
+		if !contains(KnownModes, m) {
+			return fmt.Errorf("mode %q is not one of %s", m, strings.Join(KnownModes, ", "))
+		}
+	}
+	if s.Node.InstanceType == "" {
+		s.Node.InstanceType = "m5.large"
+	}
+	if s.Node.KubeletRetries == 0 {
+		s.Node.KubeletRetries = 5
+	}
+	if s.Node.KubeletRetries < 0 || s.Node.KubeletRetries > 20 {
+		return fmt.Errorf("node.kubeletRetries %d is not between 0 and 20", s.Node.KubeletRetries)
+	}
+	declared := map[string]bool{}
+	for i, p := range s.Pods {
+		if !podName.MatchString(p.Name) {
+			return fmt.Errorf("pods[%d]: %q is not namespace/name", i, p.Name)
+		}
+		if declared[p.Name] {
+			return fmt.Errorf("pods[%d]: %q declared twice", i, p.Name)
+		}
+		if p.Device < 0 || p.Device > 15 {
+			return fmt.Errorf("pods[%d]: device %d is not between 0 and 15", i, p.Device)
+		}
+		declared[p.Name] = true
+	}
+	if len(s.Timeline) == 0 {
+		return fmt.Errorf("timeline is empty")
+	}
+	for i := range s.Timeline {
+		if err := s.validateEvent(i, declared); err != nil {
+			return fmt.Errorf("timeline[%d]: %w", i, err)
+		}
+	}
+	if len(s.Expect) == 0 {
+		return fmt.Errorf("expect is empty: say what each policy should give")
+	}
+	for pol, v := range s.Expect {
+		if !contains(KnownVerdicts, v) {
+			return fmt.Errorf("expect[%s]: %q is not one of %s", pol, v, strings.Join(KnownVerdicts, ", "))
+		}
+	}
+	return nil
+}
+
+func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
+	e := &s.Timeline[i]
+	set := 0
+	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.Evict != "", e.CancelEviction != "", e.Wait != nil, e.Settle != nil} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return fmt.Errorf("an event has exactly one of add, delete, evict, cancel-eviction, wait, settle (got %d)", set)
+	}
+	for j := range e.Add {
+		r := &e.Add[j]
+		r.Name = s.Resolve(r.Name)
+		switch {
+		case r.Node == "" && r.ReuseIPOf == "":
+			if !declared[r.Name] {
+				return fmt.Errorf("add: pod %q is not declared in pods", r.Name)
+			}
+		case r.Node == "other":
+			if r.ReuseIPOf == "" {
+				return fmt.Errorf("add: a pod on node other needs reuseIPOf")
+			}
+			r.ReuseIPOf = s.Resolve(r.ReuseIPOf)
+			if !declared[r.ReuseIPOf] {
+				return fmt.Errorf("add: reuseIPOf %q is not declared in pods", r.ReuseIPOf)
+			}
+		default:
+			return fmt.Errorf("add: node %q is not supported (only \"other\", with reuseIPOf)", r.Node)
+		}
+	}
+	for j, n := range e.Delete {
+		e.Delete[j] = s.Resolve(n)
+		if !declared[e.Delete[j]] {
+			return fmt.Errorf("delete: pod %q is not declared in pods", n)
+		}
+	}
+	for _, a := range []string{e.Evict, e.CancelEviction} {
+		if a != "" && a != "aws-node" {
+			return fmt.Errorf("only aws-node can be evicted, not %q", a)
+		}
+	}
+	if e.CancelEviction != "" && e.Memory != "lost" {
+		return fmt.Errorf("cancel-eviction needs memory: lost (a kept checkpoint is not supported by this ipamd yet)")
+	}
+	if e.CancelEviction == "" && e.Memory != "" {
+		return fmt.Errorf("memory only goes with cancel-eviction")
+	}
+	return nil
+}
+
+// Resolve turns a short pod name ("web-0") into the declared full name
+// ("default/web-0") when exactly one declared pod has it.
+func (s *Scenario) Resolve(n string) string {
+	if strings.Contains(n, "/") {
+		return n
+	}
+	var hit []string
+	for _, p := range s.Pods {
+		if strings.HasSuffix(p.Name, "/"+n) {
+			hit = append(hit, p.Name)
+		}
+	}
+	if len(hit) == 1 {
+		return hit[0]
+	}
+	return "default/" + n
+}
+
+// Policies lists the policies the scenario states an expectation for.
+func (s *Scenario) Policies() []string {
+	var ps []string
+	for p := range s.Expect {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	return ps
+}
+
+// PodByName returns the declared pod.
+func (s *Scenario) PodByName(n string) (Pod, bool) {
+	for _, p := range s.Pods {
+		if p.Name == n {
+			return p, true
+		}
+	}
+	return Pod{}, false
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

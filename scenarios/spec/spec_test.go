@@ -1,0 +1,53 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+const good = `
+name: t
+modes: [ipv4]
+pods: [{name: default/web-0, device: 1}]
+timeline:
+  - add: [web-0]
+  - delete: [web-0]
+  - settle: {}
+expect: {default: clean}
+`
+
+func TestParseGood(t *testing.T) {
+	s, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Timeline[0].Add[0].Name != "default/web-0" || s.Node.InstanceType != "m5.large" || s.Node.KubeletRetries != 5 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestParseBad: each malformed file gets a precise message.
+func TestParseBad(t *testing.T) {
+	cases := map[string]string{
+		"unknown key":     strings.Replace(good, "modes:", "mode:", 1),
+		"unknown mode":    strings.Replace(good, "[ipv4]", "[ipv5]", 1),
+		"bad pod name":    strings.Replace(good, "default/web-0", "Web_0", 1),
+		"undeclared pod":  strings.Replace(good, "delete: [web-0]", "delete: [web-9]", 1),
+		"two fields":      strings.Replace(good, "- settle: {}", "- {settle: {}, evict: aws-node}", 1),
+		"bad verdict":     strings.Replace(good, "default: clean", "default: fine", 1),
+		"no expect":       strings.Replace(good, "expect: {default: clean}", "", 1),
+		"bad duration":    strings.Replace(good, "- settle: {}", "- wait: soon", 1),
+		"evict what":      strings.Replace(good, "- settle: {}", "- evict: kube-proxy", 1),
+		"kept memory":     strings.Replace(good, "- settle: {}", "- {cancel-eviction: aws-node, memory: kept}", 1),
+		"other w/o reuse": strings.Replace(good, "- add: [web-0]", "- add: [{name: default/x, node: other}]", 1),
+		"not yaml":        "name: [",
+		"device range":    strings.Replace(good, "device: 1", "device: 99", 1),
+	}
+	for name, in := range cases {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if err.Error() == "" {
+			t.Errorf("%s: empty message", name)
+		}
+	}
+}
