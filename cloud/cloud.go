@@ -1,6 +1,10 @@
-// Package cloud is the seam between ipamd and AWS. This first version only
-// describes the instance and its attached ENIs; the EC2 and instance
-// metadata method sets (aws-sdk-go-v2) come with the warm-pool manager.
+// Package cloud is ipamd's seam to AWS.
+//
+// This first version is deliberately tiny: it only describes the instance
+// and the ENIs already attached to it, with their addresses, which is all
+// a pre-filled pool needs. A later version replaces Inventory with the EC2
+// and instance-metadata method sets of aws-sdk-go-v2 (so the real clients
+// satisfy the seam unchanged) when ipamd starts managing a warm pool.
 package cloud
 
 import (
@@ -8,28 +12,33 @@ import (
 	"net/netip"
 )
 
-// ENI is an attached network interface and the addresses it holds.
+// ENI is a network interface attached to the instance and the addresses
+// EC2 has assigned to it.
 type ENI struct {
-	ID           string
-	MAC          string
-	DeviceNumber int
+	ID           string // eni-…
+	MAC          string // as the instance sees it, aa:bb:cc:dd:ee:ff
+	DeviceNumber int    // 0 is the primary ENI; it decides the route table
 	PrimaryIP    netip.Addr
-	Subnet       netip.Prefix
-	Gateway      netip.Addr
-	// IPv4 are the secondary addresses usable by pods.
+	Subnet       netip.Prefix // the ENI's subnet (IPv4)
+	Gateway      netip.Addr   // the subnet's router, the first address after the base
+	// IPv4 are the secondary addresses, the ones usable by pods (the
+	// primary address belongs to the ENI itself).
 	IPv4 []netip.Addr
-	// IPv6Prefixes are delegated prefixes (primary ENI, IPv6 mode).
+	// IPv6Prefixes are prefixes delegated to the ENI (IPv6 mode hands out
+	// pod addresses from the primary ENI's /80).
 	IPv6Prefixes []netip.Prefix
 }
 
-// Instance is the node's EC2 instance.
+// Instance is the node's EC2 instance with its attached ENIs, ordered by
+// device number.
 type Instance struct {
-	ID   string
-	Type string
+	ID   string // i-…
+	Type string // e.g. m5.large
 	ENIs []ENI
 }
 
-// Inventory tells ipamd what the instance has.
+// Inventory tells ipamd what the instance has. Implementations return a
+// copy the caller may keep and modify.
 type Inventory interface {
 	Instance(ctx context.Context) (Instance, error)
 }

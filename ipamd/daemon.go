@@ -33,13 +33,17 @@ const HealthService = "grpc.health.v1.aws-node"
 
 // Config configures a Daemon.
 type Config struct {
+	// SocketPath is the Unix socket to serve on; empty means DefaultSocket.
 	SocketPath string
-	Inventory  cloud.Inventory
-	// Placement, when set, pins a pod to an ENI device. The scenario
-	// harness uses it to put pods on the devices a scenario names; the
-	// binary leaves it nil.
+	// Inventory describes the instance and its ENIs (required).
+	Inventory cloud.Inventory
+	// Placement, when set, pins a pod to an ENI device: the scenario
+	// harness uses it to put pods on the devices a scenario names. A full
+	// or absent device falls back to the usual choice. The binary leaves
+	// it nil.
 	Placement func(podNamespace, podName string) (device int, ok bool)
-	Logger    *slog.Logger
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
 	// Version is this build's version; ClientVersion is compared with it.
 	Version string
 	// RejectVersionMismatch makes a ClientVersion other than Version a
@@ -52,6 +56,7 @@ type Config struct {
 type Daemon struct {
 	cfg    Config
 	log    *slog.Logger
+	inst   cloud.Instance // as the inventory described it at New
 	store  *datastore.Store
 	server *grpc.Server
 	health *health.Server
@@ -76,16 +81,19 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipamd: describe the instance: %w", err)
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, store: datastore.New(inst)}
-	st := d.store.Stats()
-	d.log.Info("pool loaded", "instance", inst.ID, "type", inst.Type, "enis", st.ENIs, "addresses", st.Total)
-	return d, nil
+	store, err := datastore.New(inst)
+	if err != nil {
+		return nil, fmt.Errorf("ipamd: instance %s: %w", inst.ID, err)
+	}
+	return &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store}, nil
 }
 
 // Start listens on the socket and serves in the background. Like the
 // reference it creates the socket's directory (0755), removes a stale
-// socket a killed ipamd left behind, and restricts the socket to root's
-// group (0660) before serving.
+// socket a killed ipamd left behind, and restricts the socket to root and
+// its group (0660) before serving: any local process that can connect can
+// take or free pod addresses. A stopped Daemon may be started again; it
+// keeps its datastore (a new Daemon is a restarted process).
 func (d *Daemon) Start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -121,11 +129,18 @@ func (d *Daemon) Start() error {
 			d.log.Error("serve", "error", err)
 		}
 	}(d.server, d.done)
-	d.log.Info("serving", "socket", path)
+	st := d.store.Stats()
+	// The one startup line: what an operator needs to tell which ipamd
+	// this is and what it can hand out.
+	d.log.Info("ipamd serving", "socket", path, "instance", d.inst.ID, "instanceType", d.inst.Type,
+		"enis", st.ENIs, "pool", st.Total, "assigned", st.Assigned, "version", d.cfg.Version)
 	return nil
 }
 
-// Stop finishes in-flight calls, stops serving and removes the socket.
+// Stop is a graceful shutdown (SIGTERM): health turns NOT_SERVING, calls
+// in flight finish, new ones are refused, and the socket file is removed,
+// so a client sees "no such file" rather than a hung socket. The datastore
+// stays readable through Allocations and Datastore.
 func (d *Daemon) Stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -135,33 +150,41 @@ func (d *Daemon) Stop() {
 	d.health.Shutdown()
 	d.server.GracefulStop()
 	<-d.done
-	os.Remove(d.cfg.SocketPath)
+	// Closing the listener already unlinks the file; removing it again
+	// covers a listener that did not (and is a no-op otherwise).
+	if err := os.Remove(d.cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Warn("remove socket", "socket", d.cfg.SocketPath, "error", err)
+	}
 	d.listener = nil
-	d.log.Info("stopped")
+	d.log.Info("ipamd stopped", "socket", d.cfg.SocketPath, "assigned", d.store.Stats().Assigned)
 }
 
 // Kill is what SIGKILL does to the process, as seen from outside: every
-// connection drops at once and the socket file stays behind, so a client
-// gets "connection refused". The datastore goes with the process (callers
-// start a new Daemon to model the restart).
+// connection drops at once, calls in flight fail, and the socket file
+// stays behind with nobody listening, so a client gets "connection
+// refused". The memory goes with the process: callers model the restart
+// with a new Daemon, whose datastore is empty.
 func (d *Daemon) Kill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.listener == nil {
 		return
 	}
-	// grpc's Stop would unlink nothing; the unix listener unlinks its
-	// file on Close unless told not to.
+	// A killed process never runs the close that would unlink the file;
+	// Go's unix listener unlinks on Close unless told not to.
 	if ul, ok := d.listener.(*net.UnixListener); ok {
 		ul.SetUnlinkOnClose(false)
 	}
 	d.server.Stop()
 	<-d.done
 	d.listener = nil
-	d.log.Info("killed")
+	d.log.Info("ipamd killed", "socket", d.cfg.SocketPath, "lost", d.store.Stats().Assigned)
 }
 
-// Allocations lists the current allocations.
+// Instance is the instance the daemon loaded at New.
+func (d *Daemon) Instance() cloud.Instance { return d.inst }
+
+// Allocations lists the current allocations, sorted by address.
 func (d *Daemon) Allocations() []datastore.Allocation { return d.store.Allocations() }
 
 // Datastore is the daemon's allocator.

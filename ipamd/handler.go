@@ -3,6 +3,7 @@ package ipamd
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -11,31 +12,57 @@ import (
 	"github.com/vpccni/vpccni/ipamd/rpc"
 )
 
+// The outcome attribute of every request's log line, one word so logs can
+// be counted by it.
+const (
+	outcomeAssigned   = "assigned"
+	outcomeReleased   = "released"
+	outcomeInvalid    = "invalid-request"
+	outcomeNoIP       = "no-available-ip"
+	outcomeUnknownPod = "unknown-pod"
+	outcomeVersion    = "wrong-client-version"
+	outcomeError      = "error"
+)
+
+// errWrongVersion is the reference's answer to a plugin of another build.
+var errWrongVersion = status.Error(codes.FailedPrecondition, "wrong client version")
+
 // handler serves CNIBackend.
 type handler struct {
 	rpc.UnimplementedCNIBackendServer
 	d *Daemon
 }
 
-func (h *handler) checkVersion(v string) error {
-	if v != h.d.cfg.Version {
-		if h.d.cfg.RejectVersionMismatch {
-			return status.Errorf(codes.FailedPrecondition, "wrong client version %q (server %q)", v, h.d.cfg.Version)
-		}
-		h.d.log.Debug("client version differs", "client", v, "server", h.d.cfg.Version)
+// versionOK logs and, if so configured, refuses a plugin of another build.
+func (h *handler) versionOK(log *slog.Logger, client string) bool {
+	if client == h.d.cfg.Version {
+		return true
 	}
-	return nil
+	if h.d.cfg.RejectVersionMismatch {
+		log.Warn("request refused", "outcome", outcomeVersion, "serverVersion", h.d.cfg.Version)
+		return false
+	}
+	log.Debug("client version differs from ours; accepted", "serverVersion", h.d.cfg.Version)
+	return true
 }
 
 func (h *handler) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
-	if err := h.checkVersion(req.GetClientVersion()); err != nil {
-		return nil, err
+	log := h.d.log.With("op", "AddNetwork", "pod", podName(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()),
+		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "netns", req.GetNetns(),
+		"clientVersion", req.GetClientVersion())
+	if !h.versionOK(log, req.GetClientVersion()) {
+		return nil, errWrongVersion
 	}
-	log := h.d.log.With("op", "AddNetwork", "pod", req.GetK8S_POD_NAMESPACE()+"/"+req.GetK8S_POD_NAME(),
-		"containerID", req.GetContainerID(), "ifName", req.GetIfName())
+	// As in the reference, a request ipamd cannot serve is Success=false
+	// with no RPC error: the plugin fails the ADD and the runtime retries.
 	if req.GetContainerID() == "" || req.GetIfName() == "" || req.GetNetworkName() == "" {
-		// As the reference: an unusable key is Success=false, not an RPC error.
-		log.Warn("rejected: ContainerID, IfName and NetworkName are required")
+		log.Warn("no address", "outcome", outcomeInvalid, "reason", "ContainerID, IfName and NetworkName are required")
+		return &rpc.AddNetworkReply{Success: false}, nil
+	}
+	if req.GetRequiresMultiNICAttachment() {
+		// The reference refuses this unless multi-NIC is enabled, and this
+		// ipamd knows one network card only.
+		log.Warn("no address", "outcome", outcomeInvalid, "reason", "multi-NIC attachment is not supported")
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
 	device := -1
@@ -45,40 +72,60 @@ func (h *handler) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rp
 		}
 	}
 	a, err := h.d.store.Assign(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
-		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()}, device)
+		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()},
+		datastore.IPv4, device)
 	if err != nil {
-		log.Warn("no address", "error", err)
+		outcome := outcomeError
+		if errors.Is(err, datastore.ErrNoAvailableIP) {
+			outcome = outcomeNoIP
+		}
+		log.Warn("no address", "outcome", outcome, "error", err)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
-	log.Info("assigned", "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
+	log.Info("address assigned", "outcome", outcomeAssigned, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
 }
 
 func (h *handler) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
-	if err := h.checkVersion(req.GetClientVersion()); err != nil {
-		return nil, err
+	log := h.d.log.With("op", "DelNetwork", "pod", podName(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()),
+		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "reason", req.GetReason(),
+		"clientVersion", req.GetClientVersion())
+	if !h.versionOK(log, req.GetClientVersion()) {
+		return nil, errWrongVersion
 	}
-	log := h.d.log.With("op", "DelNetwork", "pod", req.GetK8S_POD_NAMESPACE()+"/"+req.GetK8S_POD_NAME(),
-		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "reason", req.GetReason())
 	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()))
 	if errors.Is(err, datastore.ErrUnknownPod) {
-		log.Info("unknown pod")
-		// NotFound for vpccni's plugin; the reference's plugin matches the
-		// text.
+		log.Info("nothing to release", "outcome", outcomeUnknownPod)
+		// A status error, unlike the reference's plain error (which gRPC
+		// turns into Unknown): vpccni's plugin checks the code, the
+		// reference's plugin the text, and both find what they look for.
 		return nil, status.Error(codes.NotFound, datastore.ErrUnknownPod.Error())
 	}
 	if err != nil {
-		log.Error("release failed", "error", err)
+		log.Error("release failed", "outcome", outcomeError, "error", err)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	log.Info("released", "ip", a.IP, "device", a.DeviceNumber)
+	if req.GetK8S_POD_NAME() == "" {
+		// An old or foreign plugin may not say who the pod is; the
+		// allocation remembers.
+		log = log.With("heldBy", podName(a.Meta.PodNamespace, a.Meta.PodName))
+	}
+	log.Info("address released", "outcome", outcomeReleased, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	return &rpc.DelNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
+}
+
+func podName(ns, name string) string {
+	if ns == "" && name == "" {
+		return ""
+	}
+	return ns + "/" + name
 }
 
 func key(network, containerID, ifName string) datastore.Key {
 	return datastore.Key{NetworkName: network, ContainerID: containerID, IfName: ifName}
 }
 
+// metadata is the wire form of an allocation.
 func metadata(a datastore.Allocation) *rpc.IPAllocationMetadata {
 	m := &rpc.IPAllocationMetadata{DeviceNumber: int32(a.DeviceNumber), RouteTableId: int32(a.RouteTable)}
 	if a.IP.Is4() {

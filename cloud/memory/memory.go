@@ -1,84 +1,113 @@
-// Package memory is an in-memory cloud: one instance of a known type with
-// its ENIs attached and every secondary address assigned, so the pool is
-// full from the start (no warm-pool management yet). Addresses are
-// deterministic, which keeps scenario replays reproducible.
+// Package memory is an in-memory cloud for tests, scenarios and the
+// --cloud memory mode of ipamd: one instance of a known type with all its
+// ENIs attached and every secondary IPv4 address assigned, so the pool is
+// full from the start (warm-pool management comes later).
+//
+// Everything is deterministic (IDs, MACs, addresses): a scenario replayed
+// tomorrow gives the same pod the same address, and a failing run's log
+// can be compared line by line with a passing one.
 package memory
 
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/vpccni/vpccni/cloud"
 )
 
-// Limits are an instance type's ENI limits.
+// Limits are an instance type's ENI limits as EC2 publishes them.
 type Limits struct {
-	ENIs       int // network interfaces
-	IPv4PerENI int // addresses per interface, the primary included
+	ENIs       int // network interfaces the instance can attach
+	IPv4PerENI int // IPv4 addresses per interface, the primary one included
 }
 
-// InstanceTypes knows a handful of types (EC2's published limits).
-var InstanceTypes = map[string]Limits{
+// limits holds the few types the tests and scenarios use. Unexported so
+// no caller can change EC2's numbers under another's feet.
+var limits = map[string]Limits{
 	"t3.medium":   {ENIs: 3, IPv4PerENI: 6},
 	"m5.large":    {ENIs: 3, IPv4PerENI: 10},
 	"m5.4xlarge":  {ENIs: 8, IPv4PerENI: 30},
 	"c5.18xlarge": {ENIs: 15, IPv4PerENI: 50},
 }
 
-// Cloud is the in-memory cloud of one instance.
+// PrimaryIPv6Prefix is the /80 delegated to the primary ENI, for IPv6
+// mode. It is fixed so IPv6 scenarios are as reproducible as IPv4 ones.
+var PrimaryIPv6Prefix = netip.MustParsePrefix("2600:1f14:a:1::/80")
+
+// Known lists the known instance types, sorted.
+func Known() []string {
+	ks := make([]string, 0, len(limits))
+	for k := range limits {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// LimitsOf returns the limits of a known instance type.
+func LimitsOf(instanceType string) (Limits, bool) {
+	l, ok := limits[instanceType]
+	return l, ok
+}
+
+// Cloud is the in-memory cloud of one instance. It never changes after
+// New, so it is safe for concurrent use.
 type Cloud struct{ inst cloud.Instance }
 
-// New builds an instance of the given type. ENI device d sits in subnet
-// 10.0.(d+1).0/24 with gateway .1, primary address .10 and pod addresses
-// from .11 on.
+// New builds an instance of the given type with every ENI attached. ENI
+// device d lives in subnet 10.0.(d+1).0/24 with gateway 10.0.(d+1).1 and
+// primary address 10.0.(d+1).10; its pod addresses are 10.0.(d+1).11
+// onwards, IPv4PerENI-1 of them; its MAC is 02:00:00:00:<d>:01.
 func New(instanceType string) (*Cloud, error) {
-	lim, ok := InstanceTypes[instanceType]
+	lim, ok := limits[instanceType]
 	if !ok {
-		return nil, fmt.Errorf("unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
+		return nil, fmt.Errorf("memory cloud: unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
 	}
-	inst := cloud.Instance{ID: "i-0vpccni000000001", Type: instanceType}
-	for d := 0; d < lim.ENIs; d++ {
-		subnet := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 0}), 24)
+	inst := cloud.Instance{ID: "i-" + hexID(instanceType), Type: instanceType}
+	for d := range lim.ENIs {
+		addr := func(host byte) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(d + 1), host}) }
 		eni := cloud.ENI{
-			ID:           fmt.Sprintf("eni-0vpccni%08x", d),
+			ID:           "eni-" + hexID(fmt.Sprintf("%s/%d", instanceType, d)),
 			MAC:          fmt.Sprintf("02:00:00:00:%02x:01", d),
 			DeviceNumber: d,
-			Subnet:       subnet,
-			Gateway:      netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 1}),
-			PrimaryIP:    netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 10}),
+			PrimaryIP:    addr(10),
+			Subnet:       netip.PrefixFrom(addr(0), 24),
+			Gateway:      addr(1),
 		}
 		for i := 1; i < lim.IPv4PerENI; i++ {
-			eni.IPv4 = append(eni.IPv4, netip.AddrFrom4([4]byte{10, 0, byte(d + 1), byte(10 + i)}))
+			eni.IPv4 = append(eni.IPv4, addr(byte(10+i)))
 		}
 		if d == 0 {
-			eni.IPv6Prefixes = []netip.Prefix{netip.MustParsePrefix("2600:1f14:a:b00::/80")}
+			eni.IPv6Prefixes = []netip.Prefix{PrimaryIPv6Prefix}
 		}
 		inst.ENIs = append(inst.ENIs, eni)
 	}
 	return &Cloud{inst: inst}, nil
 }
 
-// Known lists the known instance types.
-func Known() []string {
-	var ks []string
-	for k := range InstanceTypes {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
+// hexID makes an EC2-shaped resource ID suffix (17 hex digits, leading 0)
+// that depends only on its seed.
+func hexID(seed string) string {
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	return fmt.Sprintf("0%016x", h.Sum64())
 }
 
-// Instance returns a copy of the instance.
+// Instance returns a deep copy of the instance, so a caller that modifies
+// it cannot change what the next caller sees.
 func (c *Cloud) Instance(context.Context) (cloud.Instance, error) {
 	out := c.inst
 	out.ENIs = make([]cloud.ENI, len(c.inst.ENIs))
 	for i, e := range c.inst.ENIs {
-		e.IPv4 = append([]netip.Addr(nil), e.IPv4...)
-		e.IPv6Prefixes = append([]netip.Prefix(nil), e.IPv6Prefixes...)
+		e.IPv4 = slices.Clone(e.IPv4)
+		e.IPv6Prefixes = slices.Clone(e.IPv6Prefixes)
 		out.ENIs[i] = e
 	}
 	return out, nil
 }
+
+var _ cloud.Inventory = (*Cloud)(nil)

@@ -1,10 +1,9 @@
 #!/bin/sh
-# Regenerate the Go code of rpc.proto with the protoc plugins pinned in
-# go.mod (go tool) and Debian's protoc. Run from the module root.
+# Regenerates rpc.pb.go and rpc_grpc.pb.go from rpc.proto with Debian's
+# protoc and the protoc-gen-go / protoc-gen-go-grpc versions pinned by the
+# `tool` directives in go.mod, so everyone produces byte-identical files.
+# The command runs from the module root (paths=source_relative puts the
+# output next to the .proto).
 set -eu
 cd "$(dirname "$0")/../.."
-protoc --plugin=protoc-gen-go="$(go tool -n protoc-gen-go)" \
-  --plugin=protoc-gen-go-grpc="$(go tool -n protoc-gen-go-grpc)" \
-  --go_out=. --go_opt=paths=source_relative \
-  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  ipamd/rpc/rpc.proto
+protoc --plugin=protoc-gen-go=$(go tool -n protoc-gen-go) --plugin=protoc-gen-go-grpc=$(go tool -n protoc-gen-go-grpc) --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative ipamd/rpc/rpc.proto

@@ -1,42 +1,134 @@
 package rpc
 
 import (
+	"bytes"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// TestWireContract pins the reference's field numbers and method names:
-// renumbering a field breaks interoperability with the reference silently,
-// so it must break this test loudly.
-func TestWireContract(t *testing.T) {
-	want := map[protoreflect.Message]map[string]int{
-		(&AddNetworkRequest{}).ProtoReflect(): {"ClientVersion": 8, "K8S_POD_NAME": 1, "K8S_POD_NAMESPACE": 2,
-			"K8S_POD_INFRA_CONTAINER_ID": 3, "ContainerID": 7, "IfName": 5, "NetworkName": 6, "Netns": 4, "RequiresMultiNICAttachment": 9},
-		(&IPAllocationMetadata{}).ProtoReflect(): {"IPv4Addr": 1, "IPv6Addr": 2, "DeviceNumber": 3, "RouteTableId": 4},
-		(&AddNetworkReply{}).ProtoReflect(): {"Success": 1, "IPAllocationMetadata": 2, "UseExternalSNAT": 5, "VPCv4CIDRs": 6,
-			"VPCv6CIDRs": 12, "PodVlanId": 7, "PodENIMAC": 8, "PodENISubnetGW": 9, "ParentIfIndex": 10, "NetworkPolicyMode": 13},
-		(&DelNetworkRequest{}).ProtoReflect(): {"ClientVersion": 9, "K8S_POD_NAME": 1, "K8S_POD_NAMESPACE": 2,
-			"K8S_POD_INFRA_CONTAINER_ID": 3, "Reason": 5, "ContainerID": 8, "IfName": 6, "NetworkName": 7, "K8S_POD_UID": 10},
-		(&DelNetworkReply{}).ProtoReflect(): {"Success": 1, "IPAllocationMetadata": 2, "PodVlanId": 4, "NetworkPolicyMode": 6},
-	}
-	for m, fields := range want {
-		d := m.Descriptor()
-		if d.Fields().Len() != len(fields) {
-			t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(fields))
+type field struct {
+	num      protoreflect.FieldNumber
+	kind     protoreflect.Kind
+	repeated bool
+}
+
+var (
+	str  = field{kind: protoreflect.StringKind}
+	i32  = field{kind: protoreflect.Int32Kind}
+	flag = field{kind: protoreflect.BoolKind}
+)
+
+func (f field) n(num int) field { f.num = protoreflect.FieldNumber(num); return f }
+func (f field) list() field     { f.repeated = true; return f }
+
+// wire is the reference's contract (REFERENCE.md §1.1): every message with
+// every field's number, type and cardinality. Renumbering or retyping a
+// field breaks interoperability with the reference without any compile
+// error on either side, so it must break this test.
+var wire = map[protoreflect.FullName]map[protoreflect.Name]field{
+	"rpc.AddNetworkRequest": {
+		"ClientVersion": str.n(8), "K8S_POD_NAME": str.n(1), "K8S_POD_NAMESPACE": str.n(2),
+		"K8S_POD_INFRA_CONTAINER_ID": str.n(3), "ContainerID": str.n(7), "IfName": str.n(5),
+		"NetworkName": str.n(6), "Netns": str.n(4), "RequiresMultiNICAttachment": flag.n(9),
+	},
+	"rpc.IPAllocationMetadata": {
+		"IPv4Addr": str.n(1), "IPv6Addr": str.n(2), "DeviceNumber": i32.n(3), "RouteTableId": i32.n(4),
+	},
+	"rpc.AddNetworkReply": {
+		"Success": flag.n(1), "IPAllocationMetadata": {num: 2, kind: protoreflect.MessageKind, repeated: true},
+		"UseExternalSNAT": flag.n(5), "VPCv4CIDRs": str.n(6).list(), "VPCv6CIDRs": str.n(12).list(),
+		"PodVlanId": i32.n(7), "PodENIMAC": str.n(8), "PodENISubnetGW": str.n(9), "ParentIfIndex": i32.n(10),
+		"NetworkPolicyMode": str.n(13),
+	},
+	"rpc.DelNetworkRequest": {
+		"ClientVersion": str.n(9), "K8S_POD_NAME": str.n(1), "K8S_POD_NAMESPACE": str.n(2),
+		"K8S_POD_INFRA_CONTAINER_ID": str.n(3), "Reason": str.n(5), "ContainerID": str.n(8),
+		"IfName": str.n(6), "NetworkName": str.n(7), "K8S_POD_UID": str.n(10),
+	},
+	"rpc.DelNetworkReply": {
+		"Success": flag.n(1), "IPAllocationMetadata": {num: 2, kind: protoreflect.MessageKind, repeated: true},
+		"PodVlanId": i32.n(4), "NetworkPolicyMode": str.n(6),
+	},
+}
+
+func TestWireFields(t *testing.T) {
+	msgs := []proto.Message{&AddNetworkRequest{}, &IPAllocationMetadata{}, &AddNetworkReply{}, &DelNetworkRequest{}, &DelNetworkReply{}}
+	seen := map[protoreflect.FullName]bool{}
+	for _, m := range msgs {
+		d := m.ProtoReflect().Descriptor()
+		seen[d.FullName()] = true
+		want, ok := wire[d.FullName()]
+		if !ok {
+			t.Errorf("unexpected message %s", d.FullName())
+			continue
 		}
-		for name, num := range fields {
-			f := d.Fields().ByName(protoreflect.Name(name))
+		if d.Fields().Len() != len(want) {
+			t.Errorf("%s has %d fields, want %d", d.FullName(), d.Fields().Len(), len(want))
+		}
+		for name, w := range want {
+			f := d.Fields().ByName(name)
 			if f == nil {
 				t.Errorf("%s.%s missing", d.FullName(), name)
 				continue
 			}
-			if int(f.Number()) != num {
-				t.Errorf("%s.%s = %d, want %d", d.FullName(), name, f.Number(), num)
+			got := field{num: f.Number(), kind: f.Kind(), repeated: f.Cardinality() == protoreflect.Repeated}
+			if got != w {
+				t.Errorf("%s.%s = %+v, want %+v", d.FullName(), name, got, w)
 			}
 		}
 	}
-	if CNIBackend_AddNetwork_FullMethodName != "/rpc.CNIBackend/AddNetwork" || CNIBackend_DelNetwork_FullMethodName != "/rpc.CNIBackend/DelNetwork" {
-		t.Errorf("method names %s %s", CNIBackend_AddNetwork_FullMethodName, CNIBackend_DelNetwork_FullMethodName)
+	for name := range wire {
+		if !seen[name] {
+			t.Errorf("message %s not generated", name)
+		}
+	}
+	if f := (&AddNetworkReply{}).ProtoReflect().Descriptor().Fields().ByName("IPAllocationMetadata"); f.Message().FullName() != "rpc.IPAllocationMetadata" {
+		t.Errorf("AddNetworkReply.IPAllocationMetadata is %s", f.Message().FullName())
+	}
+}
+
+// TestWireBytes checks one encoding by hand, independently of the
+// descriptors: field 8 (ClientVersion) of AddNetworkRequest, length-
+// delimited, is the tag byte 8<<3|2 = 0x42.
+func TestWireBytes(t *testing.T) {
+	b, err := proto.Marshal(&AddNetworkRequest{ClientVersion: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x42, 0x01, 'v'}; !bytes.Equal(b, want) {
+		t.Fatalf("encoded % x, want % x", b, want)
+	}
+	b, _ = proto.Marshal(&DelNetworkRequest{K8S_POD_UID: "u"}) // field 10: 10<<3|2 = 0x52
+	if want := []byte{0x52, 0x01, 'u'}; !bytes.Equal(b, want) {
+		t.Fatalf("encoded % x, want % x", b, want)
+	}
+}
+
+// TestMethodNames: the HTTP/2 path of each call is what a reference peer
+// dials, so the package, service and method names are part of the wire.
+func TestMethodNames(t *testing.T) {
+	if CNIBackend_AddNetwork_FullMethodName != "/rpc.CNIBackend/AddNetwork" {
+		t.Errorf("AddNetwork is %s", CNIBackend_AddNetwork_FullMethodName)
+	}
+	if CNIBackend_DelNetwork_FullMethodName != "/rpc.CNIBackend/DelNetwork" {
+		t.Errorf("DelNetwork is %s", CNIBackend_DelNetwork_FullMethodName)
+	}
+	if CNIBackend_ServiceDesc.ServiceName != "rpc.CNIBackend" {
+		t.Errorf("service is %s", CNIBackend_ServiceDesc.ServiceName)
+	}
+	svc := File_ipamd_rpc_rpc_proto.Services().ByName("CNIBackend")
+	if svc == nil || svc.Methods().Len() != 2 {
+		t.Fatalf("service descriptor %v", svc)
+	}
+	for name, io := range map[protoreflect.Name][2]protoreflect.FullName{
+		"AddNetwork": {"rpc.AddNetworkRequest", "rpc.AddNetworkReply"},
+		"DelNetwork": {"rpc.DelNetworkRequest", "rpc.DelNetworkReply"},
+	} {
+		m := svc.Methods().ByName(name)
+		if m == nil || m.Input().FullName() != io[0] || m.Output().FullName() != io[1] || m.IsStreamingClient() || m.IsStreamingServer() {
+			t.Errorf("method %s: %v", name, m)
+		}
 	}
 }

@@ -1,7 +1,9 @@
-// Command ipamd is vpccni's IP address management daemon.
+// Command ipamd is vpccni's IP address management daemon. Run it with
+// --help for what it does and its flags.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,87 +17,128 @@ import (
 	"github.com/vpccni/vpccni/ipamd"
 )
 
+// buildVersion is set by the Makefile (-ldflags -X main.buildVersion=…).
 var buildVersion = "dev"
 
-const about = `ipamd — vpccni's IP address management daemon (the aws-node pod's job)
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the daemon could not start
+	exitUsage  = 2 // bad flags
+)
 
-ipamd holds the node's pool of pod addresses — the secondary IPv4
-addresses of the instance's ENIs — and hands them to the vpc-cni plugin
-over gRPC (service rpc.CNIBackend, wire-compatible with the reference AWS
-VPC CNI) on a Unix socket restricted to root (mode 0660). The standard gRPC
-health service answers for "" and "grpc.health.v1.aws-node".
+const usage = `Usage: ipamd [flags]
 
-This version keeps its allocations in memory: a restarted ipamd has
-forgotten every pod (the vpc-cni plugin tears pods down without it).
-SIGTERM or SIGINT finishes the calls in flight, removes the socket and
-exits 0.
+ipamd is vpccni's IP address management daemon, the job the aws-node pod
+does in the reference AWS VPC CNI. It holds the node's pool of pod
+addresses (the secondary IPv4 addresses of the instance's ENIs) and hands
+them to the vpc-cni plugin over gRPC: service rpc.CNIBackend, wire-
+compatible with the reference, on a Unix socket only root and its group
+may use (mode 0660), beside the standard gRPC health service, SERVING for
+"" and "grpc.health.v1.aws-node". This version keeps its allocations in
+memory only: a restarted ipamd has forgotten every pod (the plugin tears
+pods down without it). It runs until SIGTERM or SIGINT, then finishes the
+calls in flight, removes its socket and exits 0.
 
 Flags:
+  --socket PATH
+        Unix socket to serve on (default %s). Its directory is created
+        (mode 0755) if missing; a socket file left by a killed ipamd is
+        replaced.
+  --cloud memory
+        Where the instance and its addresses come from (default memory).
+        "memory", the only value for now, is an in-memory instance with
+        every ENI attached and every address assigned; it calls no AWS API.
+  --instance-type TYPE
+        Instance type of the memory cloud, which sets the number of ENIs
+        and of addresses per ENI (default m5.large). Known: %s.
+  --log-level LEVEL
+        debug, info, warn or error (default info). Logs go to stderr.
+  --log-format FORMAT
+        text or json (default text).
+  --reject-version-mismatch
+        Refuse calls from a plugin whose ClientVersion is not this build's
+        version, with FailedPrecondition "wrong client version", as the
+        reference does. Off by default: any version is accepted and logged.
+  --version
+        Print the build version and exit.
+  -h, --help
+        Print this help and exit.
+
+Exit status: 0 after SIGTERM/SIGINT (or --help, --version), 1 when the
+daemon cannot start (socket, inventory), 2 for a usage error.
 `
 
-func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sig))
+}
 
-func run(args []string, stderr io.Writer) int {
+// run is the whole command; it serves until stop delivers a signal. It is
+// separate from main so tests can drive it without a process.
+func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", ipamd.DefaultSocket, "path of the gRPC Unix socket")
-	cloudKind := fs.String("cloud", "memory", `where ENIs and addresses come from: "memory" (an in-memory instance, no AWS)`)
-	instanceType := fs.String("instance-type", "m5.large", "instance type of the in-memory cloud ("+strings.Join(memory.Known(), ", ")+")")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	format := fs.String("log-format", "text", "text or json")
-	strict := fs.Bool("reject-version-mismatch", false, "refuse calls whose ClientVersion differs from this build (FailedPrecondition), as the reference does")
-	version := fs.Bool("version", false, "print the build version and exit")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, about)
-		fs.PrintDefaults()
+	fs.SetOutput(io.Discard) // errors are reported below, help by usage
+	socket := fs.String("socket", ipamd.DefaultSocket, "")
+	cloudKind := fs.String("cloud", "memory", "")
+	instanceType := fs.String("instance-type", "m5.large", "")
+	level := fs.String("log-level", "info", "")
+	format := fs.String("log-format", "text", "")
+	strict := fs.Bool("reject-version-mismatch", false, "")
+	version := fs.Bool("version", false, "")
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ipamd: "+format+"\nRun 'ipamd --help' for usage.\n", a...)
+		return exitUsage
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, usage, ipamd.DefaultSocket, strings.Join(memory.Known(), ", "))
+			return exitOK
 		}
-		return 2
+		return usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *version {
-		fmt.Fprintln(os.Stdout, "ipamd", buildVersion)
-		return 0
+		fmt.Fprintln(stdout, "ipamd", buildVersion)
+		return exitOK
 	}
 	log, err := logger(stderr, *level, *format)
 	if err != nil {
-		fmt.Fprintln(stderr, "ipamd:", err)
-		return 2
+		return usageErr("%v", err)
 	}
 	if *cloudKind != "memory" {
-		fmt.Fprintf(stderr, "ipamd: --cloud %q is not supported by this build (only \"memory\")\n", *cloudKind)
-		return 2
+		return usageErr("--cloud %q is not supported: the only cloud of this build is \"memory\"", *cloudKind)
 	}
 	inv, err := memory.New(*instanceType)
 	if err != nil {
-		fmt.Fprintln(stderr, "ipamd:", err)
-		return 2
+		return usageErr("--instance-type: %v", err)
 	}
-	d, err := ipamd.New(ipamd.Config{SocketPath: *socket, Inventory: inv, Logger: log, Version: buildVersion, RejectVersionMismatch: *strict})
+	d, err := ipamd.New(ipamd.Config{SocketPath: *socket, Inventory: inv, Logger: log,
+		Version: buildVersion, RejectVersionMismatch: *strict})
 	if err != nil {
-		log.Error("cannot start", "error", err)
-		return 1
+		log.Error("ipamd cannot start", "error", err)
+		return exitFailed
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	if err := d.Start(); err != nil {
-		log.Error("cannot start", "error", err)
-		return 1
+	if err := d.Start(); err != nil { // logs the startup line
+		log.Error("ipamd cannot start", "error", err)
+		return exitFailed
 	}
-	log.Info("ipamd started", "version", buildVersion, "socket", *socket, "cloud", *cloudKind, "instanceType", *instanceType,
-		"addresses", d.Datastore().Stats().Total)
-	s := <-sig
-	log.Info("stopping", "signal", s.String())
+	s := <-stop
+	log.Info("ipamd stopping", "signal", s.String())
 	d.Stop()
-	return 0
+	return exitOK
 }
 
+// logger builds the slog logger the flags ask for. It accepts the four
+// level names only, not slog's "info+2" forms, so a typo is an error.
 func logger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q is not debug, info, warn or error", level)
+	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	lvl, ok := levels[level]
+	if !ok {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
@@ -104,5 +147,5 @@ func logger(w io.Writer, level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q is not text or json", format)
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
