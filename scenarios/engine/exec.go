@@ -77,7 +77,7 @@ func (e *inprocExec) FindInPath(name string, _ []string) (string, error) {
 }
 
 func (e *inprocExec) Decode(b []byte) (version.PluginInfo, error) {
-	return version.PluginDecoder{}.Decode(b)
+	return (&version.PluginDecoder{}).Decode(b)
 }
 
 // asCNIError keeps CNI errors as they are (their code reaches the runtime)
