@@ -71,6 +71,13 @@ func Snapshot(api API) (State, error) {
 	if err != nil {
 		return s, err
 	}
+	// Linux dumps IPv4 rules, then IPv6; each in priority order.
+	sort.SliceStable(rules, func(i, j int) bool {
+		if rules[i].Family != rules[j].Family {
+			return rules[i].Family < rules[j].Family
+		}
+		return rules[i].Priority < rules[j].Priority
+	})
 	for _, r := range rules {
 		s.Rules = append(s.Rules, RuleString(r))
 	}

@@ -24,6 +24,11 @@ func toNLRoute(r kernel.Route) *netlink.Route {
 }
 
 func fromNLRoute(r netlink.Route) kernel.Route {
+	if r.Dst != nil {
+		if ones, _ := r.Dst.Mask.Size(); ones == 0 && r.Dst.IP.IsUnspecified() {
+			r.Dst = nil // netlink reports a default route as 0.0.0.0/0
+		}
+	}
 	return kernel.Route{Table: r.Table, Dst: r.Dst, Gw: r.Gw, LinkIndex: r.LinkIndex, Scope: kernel.Scope(r.Scope),
 		Src: r.Src, Priority: r.Priority, Family: kernel.Family(r.Family), Protocol: int(r.Protocol), Type: r.Type}
 }
@@ -105,6 +110,9 @@ func (h *Handle) RuleList(family kernel.Family) ([]kernel.Rule, error) {
 	}
 	out := make([]kernel.Rule, 0, len(rs))
 	for _, r := range rs {
+		if r.Family != unix.AF_INET && r.Family != unix.AF_INET6 {
+			continue // the multicast-routing families' rules are not ours
+		}
 		k := kernel.Rule{Priority: r.Priority, Family: kernel.Family(r.Family), Src: r.Src, Dst: r.Dst, IifName: r.IifName,
 			OifName: r.OifName, Table: r.Table, Mark: r.Mark}
 		if r.Mask != nil && (*r.Mask != 0xffffffff || r.Mark != 0) {

@@ -8,7 +8,7 @@
 // deletion of the device they name (that is why rules leak and routes do
 // not); a duplicate add is EEXIST, a delete of something missing is ENOENT
 // (rules), ESRCH (routes) or ENODEV (links); names over 15 bytes are
-// EINVAL; route lookups walk the rules by priority and take the longest
+// ERANGE (as Linux answers, measured); route lookups walk the rules by priority and take the longest
 // prefix. The real-kernel tests compare it with Linux.
 package model
 
@@ -185,7 +185,13 @@ func (n *netns) byName(name string) *link {
 }
 
 func (n *netns) checkNewName(name string) error {
-	if name == "" || len(name) > kernel.MaxLinkNameLen {
+	// Linux answers ERANGE for a name over IFNAMSIZ-1 (the netlink
+	// attribute is too long) and EINVAL for an empty one: measured by the
+	// kernel/linux tests.
+	if len(name) > kernel.MaxLinkNameLen {
+		return fmt.Errorf("link name %q: %w", name, syscall.ERANGE)
+	}
+	if name == "" {
 		return fmt.Errorf("link name %q: %w", name, syscall.EINVAL)
 	}
 	if n.byName(name) != nil {

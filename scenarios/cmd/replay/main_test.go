@@ -22,7 +22,7 @@ func TestRunLibrary(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"autoscaler-evicts-aws-node", "ref-v1.11", "LEAK", "rule 512 to 10.0.1.11", "MISROUTE", "+ rule 512: from all to 10.0.1.11 lookup main"} {
+	for _, want := range []string{"autoscaler-evicts-aws-node", "ref-v1.11", "LEAK", "rule 512 to 10.0.2.11", "MISROUTE", "+ rule 512: from all to 10.0.1.11 lookup main"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
