@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.buildVersion=$(VERSION)
-GINKGO  := $(GO) tool ginkgo
+GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
 # real-kernel suites).

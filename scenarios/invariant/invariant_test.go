@@ -1,0 +1,124 @@
+package invariant
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/model"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// fixture: a node with eth0/eth1 and their tables, and one live pod on
+// device 1 built by the real driver. Each test breaks one thing and
+// expects exactly the check that covers it to fire.
+type fixture struct {
+	k    *model.Kernel
+	node kernel.API
+	pod  Pod
+	w    World
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ipn(s string) *net.IPNet {
+	ip, n, _ := net.ParseCIDR(s)
+	n.IP = ip
+	if ones, bits := n.Mask.Size(); ones == bits {
+		n.IP = ip.Mask(n.Mask)
+	}
+	return n
+}
+
+func setup(t *testing.T) *fixture {
+	k := model.New()
+	must(t, k.AddNamespace("node"))
+	must(t, k.AddNamespace("pod"))
+	node, _ := k.Open("node")
+	podH, _ := k.Open("pod")
+	for d, a := range []string{"10.0.1.10/24", "10.0.2.10/24"} {
+		idx, err := k.AddDevice("node", []string{"eth0", "eth1"}[d], 9001, nil)
+		must(t, err)
+		must(t, node.LinkSetUp([]string{"eth0", "eth1"}[d]))
+		must(t, node.AddrAdd(idx, ipn(a)))
+	}
+	eth0, _ := node.LinkByName("eth0")
+	eth1, _ := node.LinkByName("eth1")
+	must(t, node.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: eth0.Index}))
+	must(t, node.RouteAdd(kernel.Route{Table: 2, Gw: net.ParseIP("10.0.2.1"), LinkIndex: eth1.Index}))
+	p := Pod{Name: "default/web-1", ContainerID: "c1", IP: netip.MustParseAddr("10.0.2.11"), Device: 1, HostVeth: "eniweb1", Netns: "pod"}
+	must(t, driver.New(nil).Setup(node, podH, driver.Pod{HostVeth: p.HostVeth, ContainerIf: "eth0", MTU: 9001,
+		IPs: []driver.PodIP{{Addr: p.IP, Table: 2}}}))
+	f := &fixture{k: k, node: node, pod: p}
+	f.w = World{Node: node, Live: []Pod{p}, Remote: map[netip.Addr]string{}, NamespaceExists: k.HasNamespace,
+		ENILink: func(d int) string { return []string{"eth0", "eth1"}[d] }, IpamdUp: true,
+		Allocations: []Allocation{{ContainerID: "c1", IP: p.IP}}, OffVPC: netip.MustParseAddr("198.51.100.7")}
+	return f
+}
+
+func kinds(t *testing.T, w World) (map[string]string, []Violation) {
+	t.Helper()
+	vs, err := Check(w)
+	must(t, err)
+	got := map[string]string{}
+	for _, v := range vs {
+		got[v.Kind] += v.What + "; "
+	}
+	return got, vs
+}
+
+func TestCleanWorldIsClean(t *testing.T) {
+	f := setup(t)
+	if _, vs := kinds(t, f.w); len(vs) != 0 {
+		t.Fatalf("violations on a clean node: %v", vs)
+	}
+}
+
+func TestEachCheckFires(t *testing.T) {
+	cases := []struct {
+		name    string
+		breakIt func(t *testing.T, f *fixture)
+		kind    string
+		what    string
+	}{
+		{"leaked rule of a deleted pod", func(t *testing.T, f *fixture) {
+			must(t, f.node.RuleAdd(kernel.Rule{Priority: 512, Dst: ipn("10.0.1.12/32"), Table: kernel.TableMain}))
+			f.w.Deleted = []Pod{{Name: "default/web-0", IP: netip.MustParseAddr("10.0.1.12")}}
+		}, Leak, "rule 512 to 10.0.1.12/32 lookup main (default/web-0, deleted)"},
+		{"live pod lacks rule 1536", func(t *testing.T, f *fixture) {
+			must(t, f.node.RuleDel(kernel.Rule{Priority: 1536, Src: ipn("10.0.2.11/32"), Table: 2}))
+		}, Broken, "lacks rule 1536 lookup 2"},
+		{"traffic off the node leaves by the wrong ENI", func(t *testing.T, f *fixture) {
+			f.w.Remote[netip.MustParseAddr("10.0.1.99")] = "default/api-0"
+			must(t, f.node.RuleAdd(kernel.Rule{Priority: 512, Dst: ipn("10.0.1.99/32"), Table: kernel.TableMain}))
+		}, Misroute, "leaves via eth0, not eth1"},
+		{"ipamd forgot a live pod", func(t *testing.T, f *fixture) { f.w.Allocations = nil }, IPAM, "no allocation for live pod"},
+		{"ipamd holds a gone sandbox's address", func(t *testing.T, f *fixture) {
+			f.w.Allocations = append(f.w.Allocations, Allocation{ContainerID: "gone", IP: netip.MustParseAddr("10.0.1.13")})
+		}, IPAM, "for gone sandbox gone"},
+		{"an address on two nodes", func(t *testing.T, f *fixture) {
+			f.w.Remote[f.pod.IP] = "default/api-0"
+		}, DoubleAssign, "10.0.2.11 held by"},
+		{"a deleted pod's namespace remains", func(t *testing.T, f *fixture) {
+			must(t, f.k.AddNamespace("pod-old"))
+			f.w.Deleted = []Pod{{Name: "default/old", Netns: "pod-old"}}
+		}, Stuck, "pod-old still exists"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t)
+			c.breakIt(t, f)
+			got, vs := kinds(t, f.w)
+			if !strings.Contains(got[c.kind], c.what) {
+				t.Fatalf("want %s containing %q, got %v", c.kind, c.what, vs)
+			}
+		})
+	}
+}
