@@ -116,7 +116,7 @@ func (p *Plugin) Delete(r *DelRequest) error {
 		log.Info("torn down from prevResult", "removed", rep.Removed, "skipped", rep.Skipped)
 		reply, out, rerr := p.Release(r)
 		if rerr != nil {
-			log.Warn("ipamd did not release the address; ipamd reclaims it", "outcome", out, "error", rerr)
+			log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it", "outcome", out, "error", rerr)
 			return nil
 		}
 		// ipamd may know of addresses the prevResult did not record.

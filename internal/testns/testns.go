@@ -71,36 +71,14 @@ func New(prefix string) (*NS, error) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is unshared into the new namespace, bind-mounted, and
-		// put back where it was before it is unlocked, so no goroutine ever
-		// runs in a namespace it did not ask for. If it cannot go back it
-		// stays locked, and the runtime discards it.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
-		}
+	err = onThread(func() error { return unix.Unshare(unix.CLONE_NEWNET) }, func() error {
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		merr := unix.Mount(self, path, "none", unix.MS_BIND, "")
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(merr, fmt.Errorf("return to the original namespace: %w", err))
-			return
+		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mount %s: %w", self, err)
 		}
-		runtime.UnlockOSThread()
-		if merr != nil {
-			merr = fmt.Errorf("bind-mount %s: %w", self, merr)
-		}
-		errc <- merr
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		os.Remove(path)
 		return nil, err
 	}
@@ -155,6 +133,15 @@ func (n *NS) Do(fn func() error) error {
 		return err
 	}
 	defer target.Close()
+	return onThread(func() error { return netns.Set(target) }, fn)
+}
+
+// onThread runs fn on a locked thread after enter has moved it into
+// another namespace, then puts the thread back where it was before
+// unlocking it, so no goroutine ever runs in a namespace it did not ask
+// for. A thread that cannot go back stays locked and the runtime discards
+// it.
+func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -164,13 +151,13 @@ func (n *NS) Do(fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- err
+		if err := enter(); err != nil {
+			errc <- fmt.Errorf("enter namespace: %w", err)
 			return
 		}
 		ferr := fn()
 		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("restore namespace: %w", err)) // thread stays locked: discarded
+			errc <- errors.Join(ferr, fmt.Errorf("return to the original namespace: %w", err))
 			return
 		}
 		runtime.UnlockOSThread()
