@@ -38,7 +38,7 @@ type node struct {
 // newNode builds the node namespace. ENIs are veth pairs (this kernel has
 // no dummy links): eth0/eth1 with their peers beside them so they have
 // carrier.
-func newNode(instanceType string) *node {
+func newNode(instanceType string, ipamdArgs ...string) *node {
 	n := &node{}
 	var err error
 	n.ns, err = testns.New("vpccni-node")
@@ -71,14 +71,15 @@ func newNode(instanceType string) *node {
 		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, n.sock, n.logFile)
 	n.list, err = libcni.NetworkConfFromBytes([]byte(conf))
 	Expect(err).NotTo(HaveOccurred())
-	n.startIpamd(instanceType)
+	n.startIpamd(instanceType, ipamdArgs...)
 	return n
 }
 
 // startIpamd runs the ipamd binary inside the node namespace (the child
 // inherits the namespace of the locked thread that forks it).
-func (n *node) startIpamd(instanceType string) {
-	cmd := exec.Command(filepath.Join(binDir, "ipamd"), "--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType)
+func (n *node) startIpamd(instanceType string, extra ...string) {
+	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "ipamd"), args...)
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(n.ns.Do(cmd.Start)).To(Succeed())
 	n.ipamd = cmd

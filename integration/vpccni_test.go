@@ -81,6 +81,28 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		}
 	})
 
+	It("tears an IPv6 pod down after ipamd was SIGKILLed", Label("ipv6"), func() {
+		n := newNode("m5.large", "--ipv6")
+		p := n.newPod("web-6")
+		res := n.add(p) // waits for DAD on the real kernel
+		ip := podAddr(res)
+		Expect(ip.Is6()).To(BeTrue(), "ipamd --ipv6 gave %s", ip)
+		hostVeth := naming.HostVeth("eni", p.ns, p.name)
+		Expect(res.IPs[0].Address.String()).To(Equal(ip.String() + "/128"))
+		Expect(res.Interfaces[1].Mac).To(Equal("254"))
+		hv, err := n.host.LinkByName(hostVeth)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n.routesFor(ip)).To(ConsistOf(WithTransform(func(r kernel.Route) int { return r.LinkIndex }, Equal(hv.Index))))
+		Expect(n.rulesFor(ip)).To(ConsistOf(And(
+			WithTransform(func(r kernel.Rule) int { return r.Priority }, Equal(512)),
+			WithTransform(func(r kernel.Rule) kernel.Family { return r.Family }, Equal(kernel.FamilyV6)))))
+		expectPodSideV6(p, ip.String(), hv)
+
+		n.killIpamd()
+		Expect(n.del(p)).To(Succeed())
+		expectGone(n, p, ip, hostVeth)
+	})
+
 	It("answers bad input with a CNI error and changes nothing", func() {
 		n := newNode("m5.large")
 		p := n.newPod("web-0")
@@ -195,4 +217,27 @@ func expectGone(n *node, p *pod, ip interface{ AsSlice() []byte }, hostVeth stri
 	defer h.Close()
 	_, err = h.LinkByName("eth0")
 	Expect(kernel.IsNotFound(err)).To(BeTrue(), "pod eth0 left behind (%v)", err)
+}
+
+// expectPodSideV6: the /128 is there and no longer tentative, with the
+// fe80::1 gateway routes and its permanent neighbour.
+func expectPodSideV6(p *pod, ip string, hv kernel.Link) {
+	h, err := linux.Opener{}.Open(p.netns.Path())
+	Expect(err).NotTo(HaveOccurred())
+	defer h.Close()
+	eth0, err := h.LinkByName("eth0")
+	Expect(err).NotTo(HaveOccurred())
+	addrs, err := h.AddrList(eth0.Index, kernel.FamilyV6)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(addrs).To(ContainElement(And(
+		WithTransform(func(a kernel.Addr) string { return a.IPNet.String() }, Equal(ip+"/128")),
+		WithTransform(func(a kernel.Addr) int { return a.Flags & kernel.AddrFlagTentative }, Equal(0)))))
+	routes, err := h.RouteList(kernel.FamilyV6, kernel.TableMain)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(routes).To(ContainElement(WithTransform(func(r kernel.Route) string { return r.Gw.String() }, Equal("fe80::1"))))
+	neighs, err := h.NeighList(eth0.Index, kernel.FamilyV6)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(neighs).To(ContainElement(And(
+		WithTransform(func(nb kernel.Neigh) string { return nb.IP.String() }, Equal("fe80::1")),
+		WithTransform(func(nb kernel.Neigh) string { return nb.HardwareAddr.String() }, Equal(hv.HardwareAddr.String())))))
 }

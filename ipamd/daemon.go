@@ -50,6 +50,10 @@ type Config struct {
 	// FailedPrecondition, as the reference does. Off by default: a node
 	// that mixes plugin and daemon builds during an upgrade keeps working.
 	RejectVersionMismatch bool
+	// IPv6 hands pods /128s from the primary ENI's delegated prefix instead
+	// of IPv4 addresses (the reference's ENABLE_IPv6, which requires prefix
+	// delegation).
+	IPv6 bool
 }
 
 // Daemon is a running (or stopped) ipamd.

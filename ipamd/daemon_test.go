@@ -351,3 +351,23 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestIPv6Mode: /128s from the primary ENI's prefix, main table, released
+// like IPv4.
+func TestIPv6Mode(t *testing.T) {
+	sock := sockPath(t)
+	start(t, sock, Config{IPv6: true})
+	c := client(t, sock)
+	r, err := c.AddNetwork(ctx(t), addReq("c6"))
+	if err != nil || !r.Success || len(r.IPAllocationMetadata) != 1 {
+		t.Fatal(r, err)
+	}
+	m := r.IPAllocationMetadata[0]
+	if m.IPv4Addr != "" || m.IPv6Addr == "" || m.DeviceNumber != 0 || m.RouteTableId != 254 {
+		t.Fatalf("metadata %v", m)
+	}
+	d, err := c.DelNetwork(ctx(t), delReq("c6"))
+	if err != nil || d.IPAllocationMetadata[0].IPv6Addr != m.IPv6Addr {
+		t.Fatal(d, err)
+	}
+}

@@ -71,9 +71,13 @@ func (h *handler) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rp
 			device = dev
 		}
 	}
+	family := datastore.IPv4
+	if h.d.cfg.IPv6 {
+		family = datastore.IPv6
+	}
 	a, err := h.d.store.Assign(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
 		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()},
-		datastore.IPv4, device)
+		family, device)
 	if err != nil {
 		outcome := outcomeError
 		if errors.Is(err, datastore.ErrNoAvailableIP) {

@@ -116,15 +116,16 @@ func ipsFromMetadata(md []*rpc.IPAllocationMetadata) ([]driver.PodIP, int, error
 	var ips []driver.PodIP
 	device := -1
 	for _, m := range md {
-		if m.GetIPv6Addr() != "" {
-			return nil, 0, errorf(ErrNotSupported, "ipamd assigned IPv6 address %s: IPv6 is not supported by this build", m.GetIPv6Addr())
+		text := m.GetIPv4Addr()
+		if text == "" {
+			text = m.GetIPv6Addr()
 		}
-		if m.GetIPv4Addr() == "" {
+		if text == "" {
 			continue
 		}
-		a, err := netip.ParseAddr(m.GetIPv4Addr())
-		if err != nil || !driver.ValidPodAddr(a) {
-			return nil, 0, errorf(ErrIpamd, "ipamd returned %q, not a pod address", m.GetIPv4Addr())
+		a, err := netip.ParseAddr(text)
+		if err != nil || !driver.ValidPodAddr(a) || (m.GetIPv4Addr() != "" && !a.Is4()) || (m.GetIPv4Addr() == "" && !a.Is6()) {
+			return nil, 0, errorf(ErrIpamd, "ipamd returned %q, not a pod address of its family", text)
 		}
 		table := int(m.GetRouteTableId())
 		switch {

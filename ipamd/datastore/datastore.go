@@ -86,9 +86,11 @@ type Allocation struct {
 
 // Stats summarises the pool.
 type Stats struct {
-	ENIs     int // ENIs in the pool
-	Total    int // pod addresses on those ENIs
-	Assigned int // addresses held by a pod
+	ENIs  int // ENIs in the pool
+	Total int // IPv4 pod addresses on those ENIs
+	// TotalIPv6 is how many /128s the delegated prefixes can hand out.
+	TotalIPv6 int
+	Assigned  int // addresses held by a pod
 }
 
 // RouteTable is the table a pod's "from" rule uses for an ENI's addresses,
@@ -105,7 +107,14 @@ func RouteTable(device int) int {
 type pool struct {
 	device int
 	ipv4   []netip.Addr // sorted, so "lowest free" is a scan
+	// ipv6 are delegated prefixes (IPv6 mode: on the primary ENI); pods get
+	// /128s from the bottom of each, MaxIPv6PerPrefix at most.
+	ipv6 []netip.Prefix
 }
+
+// MaxIPv6PerPrefix bounds what ipamd hands out of one delegated prefix: far
+// more than a node's pods, and it keeps "lowest free" a short scan.
+const MaxIPv6PerPrefix = 4096
 
 // Store is the allocator. It is safe for concurrent use.
 type Store struct {
@@ -136,6 +145,12 @@ func New(inst cloud.Instance) (*Store, error) {
 			p.ipv4 = append(p.ipv4, ip)
 		}
 		slices.SortFunc(p.ipv4, netip.Addr.Compare)
+		for _, pfx := range e.IPv6Prefixes {
+			if !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Bits() > 120 {
+				return nil, fmt.Errorf("datastore: ENI %s: %s is not an IPv6 prefix of /120 or wider", e.ID, pfx)
+			}
+			p.ipv6 = append(p.ipv6, pfx.Masked())
+		}
 		s.pools = append(s.pools, p)
 	}
 	slices.SortFunc(s.pools, func(a, b pool) int { return a.device - b.device })
@@ -158,7 +173,20 @@ func (s *Store) Assign(key Key, meta Meta, family Family, preferDevice int) (All
 	if !key.valid() {
 		return Allocation{}, ErrInvalidKey
 	}
-	if family != IPv4 {
+	switch family {
+	case IPv4:
+	case IPv6:
+		// IPv6 needs prefix delegation, as in the reference: addresses come
+		// from the delegated prefixes (the primary ENI's), in order.
+		for _, p := range s.pools {
+			for _, pfx := range p.ipv6 {
+				if ip, ok := s.lowestFreeIn(pfx); ok {
+					return s.hold(key, meta, p.device, ip), nil
+				}
+			}
+		}
+		return Allocation{}, ErrNoAvailableIP
+	default:
 		return Allocation{}, fmt.Errorf("%w: %s", ErrUnsupportedFamily, family)
 	}
 	if preferDevice >= 0 {
@@ -185,6 +213,30 @@ func (s *Store) lowestFree(p pool) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// lowestFreeIn scans a delegated prefix from its first host address.
+func (s *Store) lowestFreeIn(pfx netip.Prefix) (netip.Addr, bool) {
+	ip := pfx.Addr().Next()
+	for i := 0; i < MaxIPv6PerPrefix && pfx.Contains(ip); i++ {
+		if _, held := s.holder[ip]; !held {
+			return ip, true
+		}
+		ip = ip.Next()
+	}
+	return netip.Addr{}, false
+}
+
+// inPrefixPool reports whether ip is one an IPv6 prefix would hand out.
+func (s *Store) inPrefixPool(ip netip.Addr) bool {
+	for _, p := range s.pools {
+		for _, pfx := range p.ipv6 {
+			if pfx.Contains(ip) && ip != pfx.Addr() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr) Allocation {
@@ -236,12 +288,16 @@ func (s *Store) IsFree(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, held := s.holder[ip]
-	return s.known[ip] && !held
+	return (s.known[ip] || s.inPrefixPool(ip)) && !held
 }
 
 // Stats summarises the pool.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{ENIs: len(s.pools), Total: len(s.known), Assigned: len(s.allocs)}
+	st := Stats{ENIs: len(s.pools), Total: len(s.known), Assigned: len(s.allocs)}
+	for _, p := range s.pools {
+		st.TotalIPv6 += len(p.ipv6) * MaxIPv6PerPrefix
+	}
+	return st
 }

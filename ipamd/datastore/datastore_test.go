@@ -95,7 +95,7 @@ func TestExhaustion(t *testing.T) {
 	if _, err := s.Assign(key(99), Meta{}, IPv4, 1); !errors.Is(err, ErrNoAvailableIP) {
 		t.Fatalf("assign on an empty pool with a preference: %v", err)
 	}
-	if st := s.Stats(); st != (Stats{ENIs: 3, Total: 15, Assigned: 15}) {
+	if st := s.Stats(); st != (Stats{ENIs: 3, Total: 15, TotalIPv6: MaxIPv6PerPrefix, Assigned: 15}) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Freeing one address makes exactly that one available again.
@@ -162,8 +162,8 @@ func TestRejects(t *testing.T) {
 			t.Errorf("key %+v: %v", k, err)
 		}
 	}
-	if _, err := s.Assign(key(1), Meta{}, IPv6, -1); !errors.Is(err, ErrUnsupportedFamily) {
-		t.Errorf("IPv6: %v", err)
+	if _, err := s.Assign(key(1), Meta{}, Family(5), -1); !errors.Is(err, ErrUnsupportedFamily) {
+		t.Errorf("family 5: %v", err)
 	}
 	if st := s.Stats(); st.Assigned != 0 {
 		t.Errorf("a rejected call took an address: %+v", st)
@@ -233,5 +233,29 @@ func TestConcurrentAssign(t *testing.T) {
 	}
 	if len(seen) != 128 || s.Stats().Assigned != 128 {
 		t.Fatalf("%d allocations (%+v), want 128", len(seen), s.Stats())
+	}
+}
+
+// TestIPv6FromPrefix: /128s from the bottom of the primary ENI's delegated
+// prefix, main table, released and reused like IPv4.
+func TestIPv6FromPrefix(t *testing.T) {
+	s := store(t, "m5.large")
+	a, err := s.Assign(key(1), Meta{}, IPv6, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Assign(key(2), Meta{}, IPv6, -1)
+	if a.DeviceNumber != 0 || a.RouteTable != TableMain || !a.IP.Is6() || b.IP != a.IP.Next() {
+		t.Fatalf("%+v %+v", a, b)
+	}
+	if s.IsFree(a.IP) {
+		t.Fatal("held address reported free")
+	}
+	s.Release(key(1))
+	if !s.IsFree(a.IP) {
+		t.Fatal("released address not free")
+	}
+	if c, _ := s.Assign(key(3), Meta{}, IPv6, -1); c.IP != a.IP {
+		t.Fatalf("lowest free not reused: %s", c.IP)
 	}
 }

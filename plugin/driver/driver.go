@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -30,6 +31,8 @@ type Networker interface {
 // Driver is the Networker on kernel.API.
 type Driver struct {
 	log *slog.Logger
+	// dadTimeout bounds the wait for IPv6 duplicate address detection.
+	dadTimeout time.Duration
 	// hook, when set, is called before each named step; an error it
 	// returns fails the step. The harness uses it to inject faults.
 	hook func(step string) error
@@ -40,7 +43,47 @@ func New(log *slog.Logger) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{log: log}
+	return &Driver{log: log, dadTimeout: DefaultDADTimeout}
+}
+
+// DefaultDADTimeout is the reference's bound on waiting for DAD.
+const DefaultDADTimeout = 10 * time.Second
+
+// dadPoll is how often the address flags are read while waiting.
+const dadPoll = 50 * time.Millisecond
+
+// WithDADTimeout returns a copy of the driver with another DAD bound.
+func (d *Driver) WithDADTimeout(t time.Duration) *Driver {
+	c := *d
+	c.dadTimeout = t
+	return &c
+}
+
+// waitDAD waits until no IPv6 address of the link is tentative: a pod
+// whose address is still tentative cannot send from it. A failed DAD (the
+// address is in use elsewhere) is an error, and so is the timeout.
+func (d *Driver) waitDAD(h kernel.API, linkIndex int) error {
+	deadline := time.Now().Add(d.dadTimeout)
+	for {
+		addrs, err := h.AddrList(linkIndex, kernel.FamilyV6)
+		if err != nil {
+			return err
+		}
+		tentative := false
+		for _, a := range addrs {
+			if a.Flags&kernel.AddrFlagDadFailed != 0 {
+				return fmt.Errorf("duplicate address detection failed for %s", a.IPNet)
+			}
+			tentative = tentative || a.Flags&kernel.AddrFlagTentative != 0
+		}
+		if !tentative {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("IPv6 address still tentative after %s", d.dadTimeout)
+		}
+		time.Sleep(dadPoll)
+	}
 }
 
 // WithStepHook returns a copy of the driver that calls hook before every

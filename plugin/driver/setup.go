@@ -15,10 +15,12 @@ const (
 	StepHostSysctls     = "host-veth-sysctls"
 	StepHostVethUp      = "host-veth-up"
 	StepPodLinkUp       = "pod-link-up"
+	StepPodIPv6Enable   = "pod-ipv6-enable"
 	StepPodGatewayRoute = "pod-gateway-route"
 	StepPodDefaultRoute = "pod-default-route"
 	StepPodAddress      = "pod-address"
 	StepPodNeighbour    = "pod-neighbour"
+	StepWaitDAD         = "wait-dad"
 	StepClearStaleRules = "clear-stale-rules"
 	StepHostRoute       = "host-route"
 	StepRuleToPod       = "rule-to-pod"
@@ -98,9 +100,6 @@ func validate(p Pod) error {
 		if !ValidPodAddr(ip.Addr) || !IsPodTable(ip.Table) {
 			return fmt.Errorf("refusing to set up %s: not a pod address or pod table", ip)
 		}
-		if !ip.Addr.Is4() {
-			return fmt.Errorf("IPv6 pod address %s: IPv6 is not supported by this build yet", ip.Addr)
-		}
 	}
 	return nil
 }
@@ -117,6 +116,23 @@ func hostVethSysctls(host kernel.API, hostVeth string) error {
 }
 
 func (d *Driver) setupPodSide(pod kernel.API, podIf int, ip PodIP, hostMAC net.HardwareAddr) error {
+	if ip.Addr.Is6() {
+		// A new namespace may come with IPv6 disabled on its links.
+		if err := d.step(StepPodIPv6Enable, "eth0 and lo", func() error {
+			l, err := pod.LinkByIndex(podIf)
+			if err != nil {
+				return err
+			}
+			for _, ifc := range []string{l.Name, "lo"} {
+				if err := pod.SysctlSet("net/ipv6/conf/"+ifc+"/disable_ipv6", "0"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
 	gw := gateway(ip.Addr)
 	gwNet := ipNet(gwPrefix(gw))
 	if err := d.step(StepPodGatewayRoute, gw.String(), func() error {
@@ -134,9 +150,15 @@ func (d *Driver) setupPodSide(pod kernel.API, podIf int, ip PodIP, hostMAC net.H
 	}); err != nil {
 		return err
 	}
-	return d.step(StepPodNeighbour, gw.String(), func() error {
+	if err := d.step(StepPodNeighbour, gw.String(), func() error {
 		return pod.NeighSet(kernel.Neigh{LinkIndex: podIf, IP: net.IP(gw.AsSlice()), HardwareAddr: hostMAC, State: kernel.NeighStatePermanent})
-	})
+	}); err != nil {
+		return err
+	}
+	if ip.Addr.Is4() {
+		return nil
+	}
+	return d.step(StepWaitDAD, ip.Prefix().String(), func() error { return d.waitDAD(pod, podIf) })
 }
 
 func (d *Driver) setupHostSide(host kernel.API, hostIdx int, ip PodIP) error {

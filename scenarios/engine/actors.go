@@ -122,8 +122,10 @@ func (r *run) add(ref spec.PodRef) error {
 	p.hostVeth = cur.Interfaces[0].Name
 	if last := cur.Interfaces[len(cur.Interfaces)-1]; last.Sandbox != "" {
 		if d, err := strconv.Atoi(last.Sandbox); err == nil && d != p.device {
-			r.note("%s asked for device %d, ipamd gave device %d", ref.Name, p.device, d)
-			p.device = d
+			if r.mode == "ipv4" {
+				r.note("%s asked for device %d, ipamd gave device %d", ref.Name, p.device, d)
+			}
+			p.device = d // IPv6: every address is the primary ENI's
 		}
 	}
 	p.phase = running

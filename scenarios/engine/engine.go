@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,8 +30,9 @@ import (
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
-// OffVPC is the address the routing check sends pods' traffic to.
-var OffVPC = netip.MustParseAddr("198.51.100.7")
+// OffVPC are the addresses (documentation ranges) the routing check sends
+// pods' traffic to.
+var OffVPC = []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::7")}
 
 // Step is one timeline entry as it ran.
 type Step struct {
@@ -121,6 +123,9 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 	}
 	defer r.close()
 	for i, ev := range s.Timeline {
+		if len(ev.Modes) > 0 && !slices.Contains(ev.Modes, mode) {
+			continue
+		}
 		if err := r.event(ev); err != nil {
 			return nil, fmt.Errorf("%s: timeline[%d]: %w", s.Name, i, err)
 		}
@@ -167,7 +172,7 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		return nil, err
 	}
 	r.begin("node: " + s.Node.InstanceType + ", ipamd starts")
-	if r.node, _, err = buildNode(r.kern, r.cloud); err != nil {
+	if r.node, _, err = buildNode(r.kern, r.cloud, mode == "ipv6"); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -211,7 +216,7 @@ func (r *run) close() {
 // startIpamd starts a fresh ipamd on the node's socket. The in-memory
 // ipamd has no checkpoint: a restart forgets every allocation.
 func (r *run) startIpamd() error {
-	d, err := ipamd.New(ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario",
+	d, err := ipamd.New(ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
 		Placement: func(ns, name string) (int, bool) {
 			p, ok := r.pods[ns+"/"+name]
 			if !ok {

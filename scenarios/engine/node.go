@@ -22,7 +22,11 @@ func eniLink(device int) string { return fmt.Sprintf("eth%d", device) }
 // with its primary address; the primary ENI's default route in main; for
 // every secondary ENI a table device+1 with the gateway and a default
 // route, rule 32765 from its primary IP, and no subnet route in main.
-func buildNode(k *model.Kernel, inv cloud.Inventory) (kernel.API, cloud.Instance, error) {
+//
+// In IPv6 mode the primary ENI also has a global address in the /64 of its
+// delegated prefix (outside the /80 pods take from) and an IPv6 default
+// route via the VPC router's link-local address.
+func buildNode(k *model.Kernel, inv cloud.Inventory, ipv6 bool) (kernel.API, cloud.Instance, error) {
 	inst, err := inv.Instance(context.Background())
 	if err != nil {
 		return nil, inst, err
@@ -43,8 +47,31 @@ func buildNode(k *model.Kernel, inv cloud.Inventory) (kernel.API, cloud.Instance
 		if err := setupENI(k, h, eni); err != nil {
 			return nil, inst, fmt.Errorf("ENI %s (device %d): %w", eni.ID, eni.DeviceNumber, err)
 		}
+		if ipv6 && eni.DeviceNumber == 0 && len(eni.IPv6Prefixes) > 0 {
+			if err := setupENIv6(h, eni); err != nil {
+				return nil, inst, fmt.Errorf("ENI %s IPv6: %w", eni.ID, err)
+			}
+		}
 	}
 	return h, inst, nil
+}
+
+func setupENIv6(h kernel.API, eni cloud.ENI) error {
+	l, err := h.LinkByName(eniLink(eni.DeviceNumber))
+	if err != nil {
+		return err
+	}
+	b := eni.IPv6Prefixes[0].Addr().As16()
+	b[8] |= 0x80 // beyond the delegated /80
+	b[15] = 0x0a
+	addr := netip.PrefixFrom(netip.AddrFrom16(b), 64)
+	if err := h.SysctlSet("net/ipv6/conf/all/forwarding", "1"); err != nil {
+		return err
+	}
+	if err := h.AddrAdd(l.Index, prefixNet(addr)); err != nil {
+		return err
+	}
+	return h.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: net.ParseIP("fe80::1"), LinkIndex: l.Index, Family: kernel.FamilyV6})
 }
 
 func setupENI(k *model.Kernel, h kernel.API, eni cloud.ENI) error {

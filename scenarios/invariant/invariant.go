@@ -62,8 +62,8 @@ type World struct {
 	// Allocations are ipamd's; nil with IpamdUp false when ipamd is down.
 	Allocations []Allocation
 	IpamdUp     bool
-	// OffVPC is an address off the node and off the VPC.
-	OffVPC netip.Addr
+	// OffVPC are addresses off the node and off the VPC, one per family.
+	OffVPC []netip.Addr
 }
 
 // Violation is one finding.
@@ -241,9 +241,7 @@ func checkRouting(w World) ([]Violation, error) {
 		dsts = append(dsts, a)
 	}
 	sort.Slice(dsts, func(i, j int) bool { return dsts[i].Less(dsts[j]) })
-	if w.OffVPC.IsValid() {
-		dsts = append(dsts, w.OffVPC)
-	}
+	dsts = append(dsts, w.OffVPC...)
 	for _, p := range w.Live {
 		res, err := w.Node.RouteGet(kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())})
 		if err != nil || res.LinkName != p.HostVeth {
@@ -251,6 +249,9 @@ func checkRouting(w World) ([]Violation, error) {
 		}
 		want := w.ENILink(p.Device)
 		for _, d := range dsts {
+			if d.Is4() != p.IP.Is4() {
+				continue
+			}
 			res, err := w.Node.RouteGet(kernel.RouteQuery{Dst: net.IP(d.AsSlice()), Src: net.IP(p.IP.AsSlice()), IifName: p.HostVeth})
 			if err == nil && res.LinkName == want {
 				continue

@@ -59,7 +59,7 @@ func setup(t *testing.T) *fixture {
 	f := &fixture{k: k, node: node, pod: p}
 	f.w = World{Node: node, Live: []Pod{p}, Remote: map[netip.Addr]string{}, NamespaceExists: k.HasNamespace,
 		ENILink: func(d int) string { return []string{"eth0", "eth1"}[d] }, IpamdUp: true,
-		Allocations: []Allocation{{ContainerID: "c1", IP: p.IP}}, OffVPC: netip.MustParseAddr("198.51.100.7")}
+		Allocations: []Allocation{{ContainerID: "c1", IP: p.IP}}, OffVPC: []netip.Addr{netip.MustParseAddr("198.51.100.7")}}
 	return f
 }
 

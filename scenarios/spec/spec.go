@@ -21,7 +21,7 @@ type Scenario struct {
 	Name        string `json:"name"`
 	Incident    string `json:"incident,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Modes the scenario runs in (ipv4 only in this version).
+	// Modes the scenario runs in: ipv4, ipv6.
 	Modes []string `json:"modes"`
 	Node  Node     `json:"node"`
 	Pods  []Pod    `json:"pods"`
@@ -69,6 +69,10 @@ type Event struct {
 	Wait *Duration `json:"wait,omitempty"`
 	// Settle advances the clock until kubelet has nothing left to retry.
 	Settle *struct{} `json:"settle,omitempty"`
+	// Modes, when set, runs the event only in these modes (an address on
+	// another node, say, cannot happen in IPv6 mode, where every address
+	// is from this node's delegated prefix).
+	Modes []string `json:"modes,omitempty"`
 }
 
 // PodRef names a pod in an add event: a declared pod by name, or a pod on
@@ -112,7 +116,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // Known values, for validation and --help.
 var (
-	KnownModes    = []string{"ipv4"}
+	KnownModes    = []string{"ipv4", "ipv6"}
 	KnownVerdicts = []string{"clean", "leak"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
@@ -199,6 +203,11 @@ func (s *Scenario) validate() error {
 
 func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	e := &s.Timeline[i]
+	for _, m := range e.Modes {
+		if !contains(s.Modes, m) {
+			return fmt.Errorf("event mode %q is not one of the scenario's modes (%s)", m, strings.Join(s.Modes, ", "))
+		}
+	}
 	set := 0
 	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.Evict != "", e.CancelEviction != "", e.Wait != nil, e.Settle != nil} {
 		if b {

@@ -56,6 +56,11 @@ Flags:
         debug, info, warn or error (default info). Logs go to stderr.
   --log-format FORMAT
         text or json (default text).
+  --ipv6
+        IPv6 mode: hand pods /128 addresses from the primary ENI's
+        delegated IPv6 prefix instead of IPv4 addresses (the reference's
+        ENABLE_IPv6 with prefix delegation). The environment variable
+        ENABLE_IPv6=true sets it too.
   --reject-version-mismatch
         Refuse calls from a plugin whose ClientVersion is not this build's
         version, with FailedPrecondition "wrong client version", as the
@@ -86,6 +91,7 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	level := fs.String("log-level", "info", "")
 	format := fs.String("log-format", "text", "")
 	strict := fs.Bool("reject-version-mismatch", false, "")
+	ipv6 := fs.Bool("ipv6", os.Getenv("ENABLE_IPv6") == "true", "")
 	version := fs.Bool("version", false, "")
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ipamd: "+format+"\nRun 'ipamd --help' for usage.\n", a...)
@@ -117,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		return usageErr("--instance-type: %v", err)
 	}
 	d, err := ipamd.New(ipamd.Config{SocketPath: *socket, Inventory: inv, Logger: log,
-		Version: buildVersion, RejectVersionMismatch: *strict})
+		Version: buildVersion, RejectVersionMismatch: *strict, IPv6: *ipv6})
 	if err != nil {
 		log.Error("ipamd cannot start", "error", err)
 		return exitFailed

@@ -30,8 +30,9 @@ configuration on stdin. The result or a CNI error (JSON with "code" and
 
 ADD asks ipamd for an address and builds the pod's network: a veth pair
 (host side <vethPrefix><11 hex of sha1(namespace.name)>), the pod's
-169.254.1.1 gateway and /32 address, a host route, rule 512 "to IP lookup
-main" and, for an address of a secondary ENI, rule 1536 "from IP lookup
+169.254.1.1 gateway and /32 address (IPv6: fe80::1 and a /128, after
+duplicate address detection), a host route, rule 512 "to IP lookup main"
+and, for an address of a secondary ENI, rule 1536 "from IP lookup
 <table>". The result carries what DEL needs to tear the pod down without
 ipamd.
 
