@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -77,7 +78,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
 		}
 		return nil, cniError(ErrSetupFailed, "failed to set up the pod network", err)
 	}
-	res := encodeResult(podNet, args.Netns, device, 0, inv.podNS, inv.podName)
+	res := encodeResult(podNet, args.Netns, device, inv.podNS, inv.podName)
 	inv.log.Info("pod added", "hostVeth", podNet.HostVeth, "ips", podNet.IPs)
 	return res.GetAsVersion(inv.conf.CNIVersion)
 }
@@ -90,16 +91,13 @@ func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {
 
 // podFromAddReply turns ipamd's answer into the pod to build.
 func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, int, error) {
-	if reply.GetPodVlanId() != 0 {
-		return driver.Pod{}, 0, errorf(ErrNotSupported, "ipamd assigned a branch ENI (VLAN %d): branch-ENI pods are not supported by this build", reply.GetPodVlanId())
-	}
 	pod := driver.Pod{
 		HostVeth:    naming.HostVeth(inv.conf.VethPrefix, inv.podNS, inv.podName),
 		ContainerIf: inv.args.IfName,
 		MTU:         inv.conf.MTUValue(),
 		MACSeed:     inv.args.ContainerID,
 	}
-	ips, device, err := ipsFromMetadata(reply.GetIPAllocationMetadata())
+	ips, device, err := ipsFromMetadata(reply.GetIPAllocationMetadata(), int(reply.GetPodVlanId()))
 	if err != nil {
 		return pod, 0, err
 	}
@@ -107,12 +105,38 @@ func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, i
 		return pod, 0, errorf(ErrIpamd, "ipamd reported success but gave no address")
 	}
 	pod.IPs = ips
+	if reply.GetPodVlanId() != 0 {
+		b, err := branchFromReply(reply, inv.conf.PodSGEnforcingMode == ModeStrict)
+		if err != nil {
+			return pod, 0, err
+		}
+		pod.Branch = b
+		if b.Strict {
+			// Strict mode names the host veth vlan<hash> (REFERENCE.md §2.3).
+			pod.HostVeth = naming.HostVeth(naming.StrictVethPrefix, inv.podNS, inv.podName)
+		}
+		device = -1
+	}
 	return pod, device, nil
+}
+
+// branchFromReply validates ipamd's branch-ENI fields.
+func branchFromReply(reply *rpc.AddNetworkReply, strict bool) (*driver.Branch, error) {
+	vlan := int(reply.GetPodVlanId())
+	mac, err := net.ParseMAC(reply.GetPodENIMAC())
+	gw, gerr := netip.ParseAddr(reply.GetPodENISubnetGW())
+	if vlan < 1 || vlan > 4094 || err != nil || len(mac) != 6 || gerr != nil || reply.GetParentIfIndex() <= 0 ||
+		!driver.IsPodTable(vlan+driver.VlanTableOffset) {
+		return nil, errorf(ErrIpamd, "ipamd's branch ENI is unusable: VLAN %d, MAC %q, gateway %q, trunk ifindex %d",
+			vlan, reply.GetPodENIMAC(), reply.GetPodENISubnetGW(), reply.GetParentIfIndex())
+	}
+	return &driver.Branch{VlanID: vlan, ENIMAC: mac, SubnetGW: gw.Unmap(), ParentIndex: int(reply.GetParentIfIndex()), Strict: strict}, nil
 }
 
 // ipsFromMetadata validates ipamd's per-IP metadata: ipamd is trusted to
 // allocate, not to name arbitrary tables.
-func ipsFromMetadata(md []*rpc.IPAllocationMetadata) ([]driver.PodIP, int, error) {
+// A branch pod's addresses use its VLAN's table whatever ipamd says.
+func ipsFromMetadata(md []*rpc.IPAllocationMetadata, vlan int) ([]driver.PodIP, int, error) {
 	var ips []driver.PodIP
 	device := -1
 	for _, m := range md {
@@ -129,6 +153,8 @@ func ipsFromMetadata(md []*rpc.IPAllocationMetadata) ([]driver.PodIP, int, error
 		}
 		table := int(m.GetRouteTableId())
 		switch {
+		case vlan != 0:
+			table = vlan + driver.VlanTableOffset
 		case table == 0 || table == 1:
 			table = kernel.TableMain
 			if m.GetDeviceNumber() > 0 {

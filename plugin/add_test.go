@@ -61,7 +61,7 @@ func TestAddBuildsPodAndResult(t *testing.T) {
 
 // TestAddResultLayout pins the reference's layout (REFERENCE.md §2.1).
 func TestAddResultLayout(t *testing.T) {
-	res := encodeResult(wantPod(2), testNetns, 1, 0, "default", "web-1")
+	res := encodeResult(wantPod(2), testNetns, 1, "default", "web-1")
 	got := []string{}
 	for _, i := range res.Interfaces {
 		got = append(got, i.Name+"|"+i.Mac+"|"+i.Sandbox)

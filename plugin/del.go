@@ -68,15 +68,23 @@ func (p *Plugin) PodFromDelReply(r *DelRequest, reply *rpc.DelNetworkReply) (*dr
 	if reply == nil {
 		return nil, nil
 	}
-	ips, _, err := ipsFromMetadata(reply.GetIPAllocationMetadata())
+	vlan := int(reply.GetPodVlanId())
+	ips, _, err := ipsFromMetadata(reply.GetIPAllocationMetadata(), vlan)
 	if err != nil || len(ips) == 0 {
 		return nil, err
 	}
-	return &driver.Pod{
+	pod := &driver.Pod{
 		HostVeth:    naming.HostVeth(r.inv.conf.VethPrefix, r.inv.podNS, r.inv.podName),
 		ContainerIf: r.inv.args.IfName,
 		IPs:         ips,
-	}, nil
+	}
+	if vlan != 0 {
+		if vlan > 4094 || !driver.IsPodTable(vlan+driver.VlanTableOffset) {
+			return nil, errorf(ErrIpamd, "ipamd named VLAN %d", vlan)
+		}
+		pod.Branch = &driver.Branch{VlanID: vlan}
+	}
+	return pod, nil
 }
 
 // Driver is the plugin's driver (for the harness's policies).

@@ -47,7 +47,13 @@ type CleanupState struct {
 }
 
 // encodeResult builds the ADD result carrying the cleanup state.
-func encodeResult(pod driver.Pod, netns string, device, vlanID int, podNS, podName string) *current.Result {
+func encodeResult(pod driver.Pod, netns string, device int, podNS, podName string) *current.Result {
+	vlanID := 0
+	var gw net.IP
+	if pod.Branch != nil {
+		vlanID = pod.Branch.VlanID
+		gw = net.IP(pod.Branch.SubnetGW.AsSlice())
+	}
 	r := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	table := kernel.TableMain
 	if len(pod.IPs) > 0 {
@@ -59,7 +65,7 @@ func encodeResult(pod driver.Pod, netns string, device, vlanID int, podNS, podNa
 	}
 	for _, ip := range pod.IPs {
 		idx := 1
-		r.IPs = append(r.IPs, &current.IPConfig{Interface: &idx, Address: *hostIPNet(ip.Addr)})
+		r.IPs = append(r.IPs, &current.IPConfig{Interface: &idx, Address: *hostIPNet(ip.Addr), Gateway: gw})
 	}
 	dummy := &current.Interface{Name: naming.Dummy(podNS, podName), Mac: strconv.Itoa(vlanID)}
 	if vlanID == 0 {
@@ -109,6 +115,16 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 	table, err := decodeTable(res.Interfaces[ci].Mac, st.DeviceNumber)
 	if err != nil {
 		return nil, err
+	}
+	if st.VlanID != 0 {
+		// A branch pod's table is its VLAN's; the dummy is the source of
+		// truth (as in the reference), the container mac must agree.
+		vt := st.VlanID + driver.VlanTableOffset
+		if !driver.IsPodTable(vt) || (res.Interfaces[ci].Mac != "" && table != vt) {
+			return nil, badPrev("VLAN %d and route table %q disagree (want table %d)", st.VlanID, res.Interfaces[ci].Mac, vt)
+		}
+		table = vt
+		st.Pod.Branch = &driver.Branch{VlanID: st.VlanID}
 	}
 	for i, ipc := range res.IPs {
 		if ipc == nil || ipc.Interface == nil {

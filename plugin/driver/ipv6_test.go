@@ -58,7 +58,7 @@ func TestWaitDADFailsAndTimesOut(t *testing.T) {
 		t.Fatalf("dadfailed: %v", err)
 	}
 	pod.EXPECT().AddrList(2, kernel.FamilyV6).Return([]kernel.Addr{{IPNet: cidr("2600::1/128"), Flags: kernel.AddrFlagTentative}}, nil).AnyTimes()
-	if err := d.WithDADTimeout(120 * time.Millisecond).waitDAD(pod, 2); err == nil || !strings.Contains(err.Error(), "tentative") {
+	if err := d.WithDADTimeout(120*time.Millisecond).waitDAD(pod, 2); err == nil || !strings.Contains(err.Error(), "tentative") {
 		t.Fatalf("timeout: %v", err)
 	}
 }

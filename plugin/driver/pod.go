@@ -53,7 +53,31 @@ type Pod struct {
 	// a good seed): the same pod always gets the same MAC, so scenario
 	// replays are deterministic and a restarted ADD does not churn ARP.
 	MACSeed string
+	// Branch is set for a pod on a branch ENI (security groups for pods).
+	Branch *Branch
 }
+
+// Branch is a pod's branch ENI: a VLAN on the trunk ENI with its own
+// route table, vlanID+100.
+type Branch struct {
+	VlanID      int
+	ENIMAC      net.HardwareAddr // setup only
+	SubnetGW    netip.Addr       // setup only
+	ParentIndex int              // the trunk ENI's link index; setup only
+	// Strict selects the enforcing mode of setup: strict (prio-10 iif
+	// rules, all of the pod's traffic through the branch ENI) or standard
+	// (rules 512/1536 with the VLAN table). Teardown removes both.
+	Strict bool
+}
+
+// Table is the branch ENI's route table.
+func (b *Branch) Table() int { return b.VlanID + VlanTableOffset }
+
+// VlanLink is the VLAN link's name.
+func (b *Branch) VlanLink() string { return fmt.Sprintf("vlan.eth.%d", b.VlanID) }
+
+// VlanTableOffset: a branch ENI's table is its VLAN id plus this.
+const VlanTableOffset = 100
 
 // TableName prints a table the way `ip rule` does.
 func TableName(t int) string {
@@ -124,3 +148,7 @@ func samePrefix(n *net.IPNet, p netip.Prefix) bool {
 
 // gwPrefix is the host prefix of a gateway address.
 func gwPrefix(gw netip.Addr) netip.Prefix { return netip.PrefixFrom(gw, gw.BitLen()) }
+
+// validVlan: an 802.1Q id whose table (id+100) is a pod table. VLANs 153
+// and 155 would name the kernel's default and local tables and are refused.
+func validVlan(id int) bool { return id >= 1 && id <= 4094 && IsPodTable(id+VlanTableOffset) }

@@ -78,7 +78,11 @@ func (d *Driver) Setup(host, pod kernel.API, p Pod) error {
 		if err := d.setupPodSide(pod, podLink.Index, ip, hostLink.HardwareAddr); err != nil {
 			return err
 		}
-		if err := d.setupHostSide(host, hostLink.Index, ip); err != nil {
+		if p.Branch != nil {
+			if err := d.setupBranchHost(host, p.HostVeth, hostLink.Index, ip, p.Branch); err != nil {
+				return err
+			}
+		} else if err := d.setupHostSide(host, hostLink.Index, ip); err != nil {
 			return err
 		}
 	}
@@ -95,6 +99,16 @@ func validate(p Pod) error {
 	}
 	if len(p.IPs) == 0 {
 		return fmt.Errorf("pod has no IP address to set up")
+	}
+	if b := p.Branch; b != nil {
+		if !validVlan(b.VlanID) || b.ParentIndex <= 0 || !b.SubnetGW.IsValid() || len(b.ENIMAC) != 6 {
+			return fmt.Errorf("branch ENI VLAN %d (trunk ifindex %d, gateway %s, MAC %s) is incomplete or out of range", b.VlanID, b.ParentIndex, b.SubnetGW, b.ENIMAC)
+		}
+		for _, ip := range p.IPs {
+			if ip.Addr.Is4() != b.SubnetGW.Is4() {
+				return fmt.Errorf("branch ENI gateway %s and pod address %s are of different families", b.SubnetGW, ip.Addr)
+			}
+		}
 	}
 	for _, ip := range p.IPs {
 		if !ValidPodAddr(ip.Addr) || !IsPodTable(ip.Table) {

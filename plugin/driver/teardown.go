@@ -3,7 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -50,11 +49,17 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 	}
 	var errs []error
 	for _, ip := range p.IPs {
-		if !ValidPodAddr(ip.Addr) || (ip.Table != TableUnknown && !IsPodTable(ip.Table)) {
+		if !ValidPodAddr(ip.Addr) || (ip.Table != TableUnknown && !IsPodTable(ip.Table)) || (p.Branch != nil && !validVlan(p.Branch.VlanID)) {
 			errs = append(errs, fmt.Errorf("refusing to tear down %s: not a pod address or pod table", ip))
 			continue
 		}
-		if err := d.teardownIP(host, ip, ourVeth, &rep); err != nil {
+		var err error
+		if p.Branch != nil {
+			err = d.teardownBranch(host, ip, p.Branch, ourVeth, &rep)
+		} else {
+			err = d.teardownIP(host, ip, ourVeth, &rep)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -79,7 +84,7 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report)
 	var route *kernel.Route
 	if err := d.step(StepCheckHolder, pfx.String(), func() error {
 		var err error
-		route, err = hostRoute(host, pfx)
+		route, err = routeIn(host, pfx, kernel.TableMain)
 		return err
 	}); err != nil {
 		return err
@@ -94,28 +99,8 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report)
 		return nil
 	}
 	var errs []error
-	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
-		gone, err := deleteRules(host, toPodRuleMatcher(pfx))
-		for range gone {
-			rep.removed("rule %d to %s lookup main", PrioToPod, pfx)
-		}
-		return err
-	}); err != nil {
+	if err := d.teardownIPRules(host, ip, rep); err != nil {
 		errs = append(errs, err)
-	}
-	if ip.Table != kernel.TableMain {
-		// An unknown table (a source older than the table in the result)
-		// matches 1536 rules of this exact source in any pod table.
-		want := func(t int) bool { return ip.Table == TableUnknown || t == ip.Table }
-		if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
-			gone, err := deleteRules(host, fromPodRuleMatcher(pfx, want))
-			for _, r := range gone {
-				rep.removed("rule %d from %s lookup %s", PrioFromPod, pfx, TableName(r.Table))
-			}
-			return err
-		}); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if route != nil {
 		if err := d.step(StepDelHostRoute, pfx.String(), func() error {
@@ -131,16 +116,34 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report)
 	return errors.Join(errs...)
 }
 
-// hostRoute is the main-table route for exactly the pod's prefix, if any.
-func hostRoute(host kernel.API, p netip.Prefix) (*kernel.Route, error) {
-	routes, err := host.RouteList(family(p.Addr()), kernel.TableMain)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range routes {
-		if samePrefix(r.Dst, p) {
-			return &r, nil
+// teardownIPRules removes the address's own 512 and 1536 rules (the
+// ownership check is the caller's).
+func (d *Driver) teardownIPRules(host kernel.API, ip PodIP, rep *Report) error {
+	pfx := ip.Prefix()
+	var errs []error
+	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
+		gone, err := deleteRules(host, toPodRuleMatcher(pfx))
+		for range gone {
+			rep.removed("rule %d to %s lookup main", PrioToPod, pfx)
 		}
+		return err
+	}); err != nil {
+		errs = append(errs, err)
 	}
-	return nil, nil
+	if ip.Table == kernel.TableMain {
+		return errors.Join(errs...)
+	}
+	// An unknown table (a source older than the table in the result)
+	// matches 1536 rules of this exact source in any pod table.
+	want := func(t int) bool { return ip.Table == TableUnknown || t == ip.Table }
+	if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
+		gone, err := deleteRules(host, fromPodRuleMatcher(pfx, want))
+		for _, r := range gone {
+			rep.removed("rule %d from %s lookup %s", PrioFromPod, pfx, TableName(r.Table))
+		}
+		return err
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

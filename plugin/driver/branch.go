@@ -1,0 +1,171 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vpccni/vpccni/kernel"
+)
+
+// Branch-ENI steps.
+const (
+	StepDelOldIIFRules = "del-old-iif-rules"
+	StepVlanLink       = "vlan-link"
+	StepVlanRoutes     = "vlan-routes"
+	StepVlanPodRoute   = "vlan-pod-route"
+	StepRuleIIFVlan    = "rule-iif-vlan"
+	StepRuleIIFVeth    = "rule-iif-veth"
+	StepDelVlanLink    = "del-vlan-link"
+	StepDelIIFRules    = "del-iif-rules"
+)
+
+// setupBranchHost makes the node side of a branch-ENI pod (REFERENCE.md
+// §3.4): the VLAN link on the trunk, the VLAN table with its gateway and
+// default route, and then either strict mode's prio-10 iif rules (the
+// pod's traffic only ever uses the branch ENI) or standard mode's 512/1536
+// rules with the VLAN table.
+func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, ip PodIP, b *Branch) error {
+	fam := family(ip.Addr)
+	table := b.Table()
+	// A pod recreated with the same name (#1374) finds the old sandbox's
+	// iif rules for the same host veth name, possibly for another VLAN.
+	if err := d.step(StepDelOldIIFRules, hostVeth, func() error {
+		_, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.IifName == hostVeth }))
+		return err
+	}); err != nil {
+		return err
+	}
+	vlan := b.VlanLink()
+	if err := d.step(StepVlanLink, vlan, func() error {
+		if err := host.LinkDel(vlan); ignoreNotFound(err) != nil {
+			return err
+		}
+		if err := host.AddVlan(kernel.VlanSpec{Name: vlan, ParentIndex: b.ParentIndex, VlanID: b.VlanID, HardwareAddr: b.ENIMAC}); err != nil {
+			return err
+		}
+		if err := hostVethSysctls(host, vlan); err != nil {
+			return err
+		}
+		return host.LinkSetUp(vlan)
+	}); err != nil {
+		return err
+	}
+	vl, err := host.LinkByName(vlan)
+	if err != nil {
+		return err
+	}
+	gw := b.SubnetGW
+	if err := d.step(StepVlanRoutes, fmt.Sprintf("table %d via %s", table, gw), func() error {
+		if err := host.RouteReplace(kernel.Route{Table: table, Dst: ipNet(gwPrefix(gw)), LinkIndex: vl.Index, Scope: kernel.ScopeLink}); err != nil {
+			return err
+		}
+		return host.RouteReplace(kernel.Route{Table: table, Gw: net.IP(gw.AsSlice()), LinkIndex: vl.Index, Family: fam})
+	}); err != nil {
+		return err
+	}
+	if !b.Strict {
+		return d.setupHostSide(host, hostIdx, PodIP{Addr: ip.Addr, Table: table})
+	}
+	pfx := ip.Prefix()
+	if err := d.step(StepVlanPodRoute, pfx.String(), func() error {
+		return host.RouteReplace(kernel.Route{Table: table, Dst: ipNet(pfx), LinkIndex: hostIdx, Scope: kernel.ScopeLink})
+	}); err != nil {
+		return err
+	}
+	if err := d.step(StepRuleIIFVlan, vlan, func() error {
+		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: PrioVlanIIF, Family: fam, IifName: vlan, Table: table}))
+	}); err != nil {
+		return err
+	}
+	return d.step(StepRuleIIFVeth, hostVeth, func() error {
+		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: PrioVlanIIF, Family: fam, IifName: hostVeth, Table: table}))
+	})
+}
+
+// iifRuleMatcher: prio-10 rules with an iif and no other selector.
+func iifRuleMatcher(fam kernel.Family, also func(kernel.Rule) bool) ruleMatcher {
+	return ruleMatcher{family: fam, match: func(r kernel.Rule) bool {
+		return r.Priority == PrioVlanIIF && r.IifName != "" && r.Src == nil && r.Dst == nil && r.OifName == "" &&
+			r.Mark == 0 && IsPodTable(r.Table) && r.Table != kernel.TableMain && also(r)
+	}}
+}
+
+// teardownBranch removes a branch pod's node objects of both modes, since
+// the pod may have been made under the other one. As for other pods, an
+// address whose host route (in main, or in the VLAN table in strict mode)
+// points at another pod's veth has moved on and is left alone, VLAN and
+// all.
+func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth int, rep *Report) error {
+	pfx := ip.Prefix()
+	fam := family(ip.Addr)
+	table := b.Table()
+	var routes []*kernel.Route
+	for _, t := range []int{kernel.TableMain, table} {
+		var r *kernel.Route
+		if err := d.step(StepCheckHolder, fmt.Sprintf("%s table %d", pfx, t), func() error {
+			var err error
+			r, err = routeIn(host, pfx, t)
+			return err
+		}); err != nil {
+			return err
+		}
+		if r != nil && r.LinkIndex != ourVeth {
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to ifindex %d (table %s)", pfx, r.LinkIndex, TableName(t)))
+			return nil
+		}
+		if r != nil {
+			routes = append(routes, r)
+		}
+	}
+	var errs []error
+	vlan := b.VlanLink()
+	if err := d.step(StepDelVlanLink, vlan, func() error {
+		err := host.LinkDel(vlan)
+		if err == nil {
+			rep.removed("link %s and the routes of table %d", vlan, table)
+		}
+		return ignoreNotFound(err)
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.step(StepDelIIFRules, fmt.Sprintf("table %d", table), func() error {
+		gone, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.Table == table }))
+		for _, r := range gone {
+			rep.removed("rule %d iif %s lookup %d", PrioVlanIIF, r.IifName, table)
+		}
+		return err
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.teardownIPRules(host, PodIP{Addr: ip.Addr, Table: table}, rep); err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range routes {
+		if err := d.step(StepDelHostRoute, pfx.String(), func() error {
+			err := host.RouteDel(*r)
+			if err == nil {
+				rep.removed("route %s (table %s)", pfx, TableName(r.Table))
+			}
+			return ignoreNotFound(err)
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routeIn is the route for exactly the prefix in one table, if any.
+func routeIn(host kernel.API, p netip.Prefix, table int) (*kernel.Route, error) {
+	routes, err := host.RouteList(family(p.Addr()), table)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		if samePrefix(r.Dst, p) {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
