@@ -32,15 +32,34 @@ type Pod struct {
 	Device      int
 	HostVeth    string
 	Netns       string
+	// VlanID is set for a branch-ENI pod; Strict is its enforcing mode.
+	VlanID int
+	Strict bool
 }
 
-// Table is the pod's egress table: main on the primary ENI, device+1 else.
+// Table is the pod's egress table: main on the primary ENI, device+1 on
+// another, vlanID+100 on a branch ENI.
 func (p Pod) Table() int {
-	if p.Device == 0 {
+	switch {
+	case p.VlanID != 0:
+		return p.VlanID + driver.VlanTableOffset
+	case p.Device == 0:
 		return kernel.TableMain
 	}
 	return p.Device + 1
 }
+
+// vlanLink is a branch pod's VLAN link ("" for others).
+func (p Pod) vlanLink() string {
+	if p.VlanID == 0 {
+		return ""
+	}
+	return (&driver.Branch{VlanID: p.VlanID}).VlanLink()
+}
+
+// hostRouted: the pod is reached through a main-table host route and rule
+// 512 (all but strict branch pods, which are reached only from their VLAN).
+func (p Pod) hostRouted() bool { return !(p.VlanID != 0 && p.Strict) }
 
 // Allocation is one of ipamd's.
 type Allocation struct {
@@ -140,6 +159,13 @@ func checkNodeObjects(w World) ([]Violation, error) {
 		return nil, err
 	}
 	have512, have1536 := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	// Strict branch pods own two iif rules: their VLAN's and their veth's.
+	iifOwner, haveIIF := map[string]Pod{}, map[string]bool{}
+	for _, p := range w.Live {
+		if p.VlanID != 0 && p.Strict {
+			iifOwner[p.vlanLink()], iifOwner[p.HostVeth] = p, p
+		}
+	}
 	for _, r := range rules {
 		switch r.Priority {
 		case driver.PrioToPod:
@@ -157,6 +183,10 @@ func checkNodeObjects(w World) ([]Violation, error) {
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, driver.TableName(r.Table), owner(w, a))})
 		case driver.PrioVlanIIF:
+			if p, ok := iifOwner[r.IifName]; ok && r.Table == p.Table() {
+				haveIIF[r.IifName] = true
+				continue
+			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, driver.TableName(r.Table))})
 		}
 	}
@@ -168,6 +198,9 @@ func checkNodeObjects(w World) ([]Violation, error) {
 	vethOf := map[string]bool{}
 	for _, p := range w.Live {
 		vethOf[p.HostVeth] = true
+		if p.VlanID != 0 {
+			vethOf[p.vlanLink()] = true
+		}
 	}
 	haveVeth := map[string]bool{}
 	for _, l := range links {
@@ -203,14 +236,25 @@ func checkNodeObjects(w World) ([]Violation, error) {
 		if !haveVeth[p.HostVeth] {
 			missing = append(missing, "host veth "+p.HostVeth)
 		}
-		if !haveRoute[p.IP] {
-			missing = append(missing, "host route")
+		if p.VlanID != 0 && !haveVeth[p.vlanLink()] {
+			missing = append(missing, "VLAN link "+p.vlanLink())
 		}
-		if !have512[p.IP] {
-			missing = append(missing, "rule 512")
-		}
-		if p.Table() != kernel.TableMain && !have1536[p.IP] {
-			missing = append(missing, fmt.Sprintf("rule 1536 lookup %d", p.Table()))
+		if p.hostRouted() {
+			if !haveRoute[p.IP] {
+				missing = append(missing, "host route")
+			}
+			if !have512[p.IP] {
+				missing = append(missing, "rule 512")
+			}
+			if p.Table() != kernel.TableMain && !have1536[p.IP] {
+				missing = append(missing, fmt.Sprintf("rule 1536 lookup %d", p.Table()))
+			}
+		} else {
+			for _, l := range []string{p.vlanLink(), p.HostVeth} {
+				if !haveIIF[l] {
+					missing = append(missing, fmt.Sprintf("rule 10 iif %s lookup %d", l, p.Table()))
+				}
+			}
 		}
 		if len(missing) > 0 {
 			out = append(out, Violation{Broken, fmt.Sprintf("%s (%s) lacks %s", p.Name, p.IP, strings.Join(missing, ", "))})
@@ -243,11 +287,19 @@ func checkRouting(w World) ([]Violation, error) {
 	sort.Slice(dsts, func(i, j int) bool { return dsts[i].Less(dsts[j]) })
 	dsts = append(dsts, w.OffVPC...)
 	for _, p := range w.Live {
-		res, err := w.Node.RouteGet(kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())})
+		// A strict branch pod is reached only from its VLAN.
+		q := kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())}
+		if !p.hostRouted() {
+			q.IifName = p.vlanLink()
+		}
+		res, err := w.Node.RouteGet(q)
 		if err != nil || res.LinkName != p.HostVeth {
 			out = append(out, Violation{Misroute, fmt.Sprintf("traffic to %s (%s) goes to %s, not %s (%v)", p.Name, p.IP, res.LinkName, p.HostVeth, err)})
 		}
 		want := w.ENILink(p.Device)
+		if p.VlanID != 0 {
+			want = p.vlanLink()
+		}
 		for _, d := range dsts {
 			if d.Is4() != p.IP.Is4() {
 				continue
