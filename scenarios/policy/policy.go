@@ -32,24 +32,24 @@ func (Default) Describe() string {
 }
 func (Default) Del(p *plugin.Plugin, r *plugin.DelRequest) error { return p.Delete(r) }
 
-// RefV111 is the reference before the fix of #2048 (v1.11.x, REFERENCE.md
-// §5.1): ipamd is asked first; unreachable or failing ipamd makes DEL fail
-// with no teardown (kubelet is trusted to retry), "unknown pod" is success
-// with no teardown, and a reply is torn down from. prevResult is not used
-// for regular pods.
-type RefV111 struct{}
+// RefV110 is the reference before PR #1705 (v1.10.2) put the VLAN in the
+// result: every pod, branch-ENI pods included, is torn down only from
+// ipamd's reply. ipamd unreachable or failing makes DEL fail with no
+// teardown (kubelet is trusted to retry); "unknown pod" is success with no
+// teardown.
+type RefV110 struct{}
 
-func (RefV111) Name() string { return "ref-v1.11" }
-func (RefV111) Describe() string {
-	return "reference v1.11: release first; ipamd unreachable -> error, no teardown; unknown pod -> success, no teardown"
+func (RefV110) Name() string { return "ref-v1.10" }
+func (RefV110) Describe() string {
+	return "reference v1.10: release first, tear down from ipamd's reply only; unreachable -> error; unknown pod -> success, no teardown"
 }
 
-func (RefV111) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+func (RefV110) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
 	reply, out, err := p.Release(r)
 	switch out {
 	case plugin.OutcomeOK:
 	case plugin.OutcomeUnknownPod:
-		r.Log().Info("ref-v1.11: container not found in ipamd, nothing to do")
+		r.Log().Info("legacy: container not found in ipamd, nothing to do")
 		return nil
 	default:
 		return types.NewError(types.ErrTryAgainLater, "del cmd: error received from DelNetwork gRPC call", err.Error())
@@ -64,8 +64,29 @@ func (RefV111) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
 	return nil
 }
 
+// RefV111 is the reference before the fix of #2048 (v1.11.x, REFERENCE.md
+// §5.1): a branch-ENI pod whose prevResult carries its VLAN is torn down
+// from it without ipamd (tryDelWithPrevResult); every other pod as in
+// RefV110.
+type RefV111 struct{}
+
+func (RefV111) Name() string { return "ref-v1.11" }
+func (RefV111) Describe() string {
+	return "reference v1.11: branch pods from prevResult; others as ref-v1.10 (the #2048 leak)"
+}
+
+func (RefV111) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+	if r.State != nil && r.State.VlanID != 0 {
+		if _, err := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); err != nil {
+			return types.NewError(types.ErrTryAgainLater, "del cmd: failed to delete with prevResult", err.Error())
+		}
+		return nil
+	}
+	return RefV110{}.Del(p, r)
+}
+
 // All lists every policy, vpccni's first.
-var All = []Policy{Default{}, RefV111{}}
+var All = []Policy{Default{}, RefV110{}, RefV111{}}
 
 // ByName finds a policy.
 func ByName(name string) (Policy, error) {

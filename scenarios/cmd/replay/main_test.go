@@ -67,7 +67,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Runs) != 4 { // 2 modes x 2 policies
+	if len(doc.Runs) != 6 { // 2 modes x 3 policies
 		t.Fatalf("%d runs", len(doc.Runs))
 	}
 }
