@@ -53,5 +53,34 @@ func (d *Driver) Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
 		}
 		p.IPs = append(p.IPs, pip)
 	}
+	p.Branch = branchOf(host, p, rules)
 	return p, nil
+}
+
+// branchOf recognises a branch-ENI pod from the kernel: a strict pod has a
+// prio-10 iif rule for its host veth, a standard one a 1536 rule into a
+// VLAN table whose VLAN link exists.
+func branchOf(host kernel.API, p *Pod, rules []kernel.Rule) *Branch {
+	table, strict := 0, false
+	for _, r := range rules {
+		if r.Priority == PrioVlanIIF && p.HostVeth != "" && r.IifName == p.HostVeth {
+			table, strict = r.Table, true
+		}
+	}
+	for _, ip := range p.IPs {
+		if !strict && ip.Table > VlanTableOffset {
+			table = ip.Table
+		}
+	}
+	b := &Branch{VlanID: table - VlanTableOffset}
+	if table == 0 || !validVlan(b.VlanID) {
+		return nil
+	}
+	if _, err := host.LinkByName(b.VlanLink()); !strict && err != nil {
+		return nil // a regular pod on a table above 100 (device 100+)
+	}
+	for i := range p.IPs {
+		p.IPs[i].Table = table
+	}
+	return b
 }
