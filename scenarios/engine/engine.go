@@ -113,9 +113,9 @@ type Options struct {
 
 // Run executes s in mode under pol and checks the invariants.
 func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result, error) {
-	expected, ok := s.Expect[pol.Name()]
+	expected, ok := s.Expected(pol.Name(), mode)
 	if !ok {
-		return nil, fmt.Errorf("%s: no expectation for policy %s", s.Name, pol.Name())
+		return nil, fmt.Errorf("%s: no expectation for policy %s in mode %s", s.Name, pol.Name(), mode)
 	}
 	r, err := newRun(s, mode, pol, opt)
 	if err != nil {

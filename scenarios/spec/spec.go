@@ -27,9 +27,10 @@ type Scenario struct {
 	Pods  []Pod    `json:"pods"`
 	// Timeline is run in order on a simulated clock.
 	Timeline []Event `json:"timeline"`
-	// Expect maps a delete policy to the expected verdict: "clean" or
-	// "leak". Every policy the scenario runs under must be listed.
-	Expect map[string]string `json:"expect"`
+	// Expect maps a delete policy to the expected verdict, "clean" or
+	// "leak", for every mode, or per mode ({ipv4: leak, branch-eni-strict:
+	// clean}). The scenario runs under exactly the policies listed.
+	Expect map[string]Verdicts `json:"expect"`
 
 	// File is where it was read from (not part of the format).
 	File string `json:"-"`
@@ -94,6 +95,38 @@ func (r *PodRef) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode((*plain)(r))
+}
+
+// Verdicts is the expected verdict of a policy: one for every mode, or one
+// per mode.
+type Verdicts struct {
+	All    string
+	ByMode map[string]string
+}
+
+// UnmarshalJSON accepts "leak" or {ipv4: leak, ipv6: clean}.
+func (v *Verdicts) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &v.All)
+	}
+	return json.Unmarshal(b, &v.ByMode)
+}
+
+// For is the expected verdict in a mode ("" when not stated).
+func (v Verdicts) For(mode string) string {
+	if v.ByMode != nil {
+		return v.ByMode[mode]
+	}
+	return v.All
+}
+
+// Expected is the verdict expected of a policy in a mode.
+func (s *Scenario) Expected(policy, mode string) (string, bool) {
+	v, ok := s.Expect[policy]
+	if !ok || v.For(mode) == "" {
+		return "", false
+	}
+	return v.For(mode), true
 }
 
 // Duration is a time.Duration written as "3s".
@@ -194,8 +227,15 @@ func (s *Scenario) validate() error {
 		return fmt.Errorf("expect is empty: say what each policy should give")
 	}
 	for pol, v := range s.Expect {
-		if !contains(KnownVerdicts, v) {
-			return fmt.Errorf("expect[%s]: %q is not one of %s", pol, v, strings.Join(KnownVerdicts, ", "))
+		for _, m := range s.Modes {
+			if got := v.For(m); !contains(KnownVerdicts, got) {
+				return fmt.Errorf("expect[%s] in mode %s: %q is not one of %s", pol, m, got, strings.Join(KnownVerdicts, ", "))
+			}
+		}
+		for m := range v.ByMode {
+			if !contains(s.Modes, m) {
+				return fmt.Errorf("expect[%s]: mode %q is not one of the scenario's modes", pol, m)
+			}
 		}
 	}
 	return nil

@@ -51,3 +51,26 @@ func TestParseBad(t *testing.T) {
 		}
 	}
 }
+
+func TestExpectPerMode(t *testing.T) {
+	in := strings.Replace(good, "modes: [ipv4]", "modes: [ipv4, ipv6]", 1)
+	in = strings.Replace(in, "expect: {default: clean}", "expect: {default: clean, ref-v1.11: {ipv4: leak, ipv6: clean}}", 1)
+	s, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Expected("ref-v1.11", "ipv4"); v != "leak" {
+		t.Fatalf("ipv4: %q", v)
+	}
+	if v, _ := s.Expected("default", "ipv6"); v != "clean" {
+		t.Fatalf("ipv6: %q", v)
+	}
+	for name, bad := range map[string]string{
+		"mode missing": strings.Replace(in, "ipv6: clean}", "}", 1),
+		"foreign mode": strings.Replace(in, "ipv6: clean}", "ipv6: clean, branch-eni-strict: leak}", 1),
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

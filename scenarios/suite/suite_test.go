@@ -53,7 +53,8 @@ var _ = Describe("library", func() {
 				if m := incidentNo.FindStringSubmatch(s.Incident); m != nil {
 					labels = append(labels, "incident-"+m[1])
 				}
-				It(s.Name+" ["+mode+", "+pn+"] is "+s.Expect[pn], labels, func() {
+				want, _ := s.Expected(pn, mode)
+				It(s.Name+" ["+mode+", "+pn+"] is "+want, labels, func() {
 					p, err := policy.ByName(pn)
 					Expect(err).NotTo(HaveOccurred())
 					res, err := engine.Run(s, mode, p, engine.Options{})
