@@ -27,6 +27,10 @@ type ENI struct {
 	// IPv6Prefixes are prefixes delegated to the ENI (IPv6 mode hands out
 	// pod addresses from the primary ENI's /80).
 	IPv6Prefixes []netip.Prefix
+	// Trunk marks the trunk ENI of security groups for pods: it carries
+	// the branch ENIs' VLANs and has no pod addresses of its own, so the
+	// datastore never hands out anything from it.
+	Trunk bool
 }
 
 // Instance is the node's EC2 instance with its attached ENIs, ordered by
@@ -35,6 +39,17 @@ type Instance struct {
 	ID   string // i-…
 	Type string // e.g. m5.large
 	ENIs []ENI
+}
+
+// Trunk returns the instance's trunk ENI, if one is attached. EC2 attaches
+// at most one per instance.
+func (i Instance) Trunk() (ENI, bool) {
+	for _, e := range i.ENIs {
+		if e.Trunk {
+			return e, true
+		}
+	}
+	return ENI{}, false
 }
 
 // Inventory tells ipamd what the instance has. Implementations return a

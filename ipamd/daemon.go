@@ -21,6 +21,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/ipamd/datastore"
+	"github.com/vpccni/vpccni/ipamd/podeni"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 )
 
@@ -54,6 +55,18 @@ type Config struct {
 	// of IPv4 addresses (the reference's ENABLE_IPv6, which requires prefix
 	// delegation).
 	IPv6 bool
+	// PodENI, when set, enables branch ENIs (security groups for pods, the
+	// reference's ENABLE_POD_ENI): every AddNetwork first asks it whether
+	// the pod has a branch ENI, and a DelNetwork of a key the datastore
+	// does not hold asks it what to tear down. Nil disables them.
+	PodENI podeni.Source
+	// TrunkLinkIndex is how the daemon learns the trunk ENI's link index
+	// in the node namespace, which the plugin needs to put the pod's VLAN
+	// on. It is asked on every branch-pod ADD, so a trunk attached (or a
+	// link renamed) after startup is found. The binary resolves it by the
+	// trunk ENI's MAC (TrunkIndexByMAC); nil means unknown, and branch pods
+	// are then refused.
+	TrunkLinkIndex func() (int, error)
 }
 
 // Daemon is a running (or stopped) ipamd.
@@ -136,8 +149,10 @@ func (d *Daemon) Start() error {
 	st := d.store.Stats()
 	// The one startup line: what an operator needs to tell which ipamd
 	// this is and what it can hand out.
+	trunk, hasTrunk := d.inst.Trunk()
 	d.log.Info("ipamd serving", "socket", path, "instance", d.inst.ID, "instanceType", d.inst.Type,
-		"enis", st.ENIs, "pool", st.Total, "assigned", st.Assigned, "version", d.cfg.Version)
+		"enis", st.ENIs, "pool", st.Total, "assigned", st.Assigned, "version", d.cfg.Version,
+		"podENI", d.cfg.PodENI != nil, "trunkENI", trunkAttr(trunk, hasTrunk))
 	return nil
 }
 

@@ -46,12 +46,19 @@ func (h *handler) versionOK(log *slog.Logger, client string) bool {
 	return true
 }
 
-func (h *handler) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
+func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	log := h.d.log.With("op", "AddNetwork", "pod", podName(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()),
 		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "netns", req.GetNetns(),
 		"clientVersion", req.GetClientVersion())
 	if !h.versionOK(log, req.GetClientVersion()) {
 		return nil, errWrongVersion
+	}
+	// A branch pod's address is its branch ENI's, not the pool's; the
+	// reference decides this before it looks at the key.
+	if h.d.cfg.PodENI != nil {
+		if reply, handled := h.addBranch(ctx, log, req); handled {
+			return reply, nil
+		}
 	}
 	// As in the reference, a request ipamd cannot serve is Success=false
 	// with no RPC error: the plugin fails the ADD and the runtime retries.
@@ -90,7 +97,7 @@ func (h *handler) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rp
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
 }
 
-func (h *handler) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
+func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	log := h.d.log.With("op", "DelNetwork", "pod", podName(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()),
 		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "reason", req.GetReason(),
 		"clientVersion", req.GetClientVersion())
@@ -98,6 +105,12 @@ func (h *handler) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest) (*rp
 		return nil, errWrongVersion
 	}
 	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()))
+	if errors.Is(err, datastore.ErrUnknownPod) && h.d.cfg.PodENI != nil {
+		// The pool never held a branch pod's address: ask who it is.
+		if reply, handled, err := h.delBranch(ctx, log, req); handled {
+			return reply, err
+		}
+	}
 	if errors.Is(err, datastore.ErrUnknownPod) {
 		log.Info("nothing to release", "outcome", outcomeUnknownPod)
 		// A status error, unlike the reference's plain error (which gRPC

@@ -58,14 +58,37 @@ func LimitsOf(instanceType string) (Limits, bool) {
 // New, so it is safe for concurrent use.
 type Cloud struct{ inst cloud.Instance }
 
+// Options varies the instance New builds.
+type Options struct {
+	// Trunk attaches a trunk ENI (security groups for pods) in the
+	// instance type's last ENI slot, as the VPC resource controller does:
+	// that slot then carries branch ENIs' VLANs instead of pod addresses.
+	Trunk bool
+}
+
 // New builds an instance of the given type with every ENI attached. ENI
 // device d lives in subnet 10.0.(d+1).0/24 with gateway 10.0.(d+1).1 and
 // primary address 10.0.(d+1).10; its pod addresses are 10.0.(d+1).11
 // onwards, IPv4PerENI-1 of them; its MAC is 02:00:00:00:<d>:01.
 func New(instanceType string) (*Cloud, error) {
+	return NewWithOptions(instanceType, Options{})
+}
+
+// NewWithOptions is New with options. With Trunk, the last device (2 on an
+// m5.large) is the trunk ENI: same subnet, MAC and primary-address scheme
+// as the others, no pod addresses and no IPv6 prefix.
+func NewWithOptions(instanceType string, opt Options) (*Cloud, error) {
 	lim, ok := limits[instanceType]
 	if !ok {
 		return nil, fmt.Errorf("memory cloud: unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
+	}
+	trunk := -1
+	if opt.Trunk {
+		if lim.ENIs < 2 {
+			// The primary ENI must keep its pod addresses.
+			return nil, fmt.Errorf("memory cloud: %s has %d ENI slot(s), too few for a trunk ENI", instanceType, lim.ENIs)
+		}
+		trunk = lim.ENIs - 1
 	}
 	inst := cloud.Instance{ID: "i-" + hexID(instanceType), Type: instanceType}
 	for d := range lim.ENIs {
@@ -77,6 +100,11 @@ func New(instanceType string) (*Cloud, error) {
 			PrimaryIP:    addr(10),
 			Subnet:       netip.PrefixFrom(addr(0), 24),
 			Gateway:      addr(1),
+		}
+		if d == trunk {
+			eni.Trunk = true
+			inst.ENIs = append(inst.ENIs, eni)
+			continue
 		}
 		for i := 1; i < lim.IPv4PerENI; i++ {
 			eni.IPv4 = append(eni.IPv4, addr(byte(10+i)))

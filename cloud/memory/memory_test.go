@@ -96,3 +96,31 @@ func TestUnknownType(t *testing.T) {
 		t.Errorf("LimitsOf(m5.large) = %+v %v", l, ok)
 	}
 }
+
+// TestTrunk: the trunk takes the last slot and has no pod addresses; the
+// other ENIs are exactly New's.
+func TestTrunk(t *testing.T) {
+	plain, _ := New("m5.large")
+	c, err := NewWithOptions("m5.large", Options{Trunk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, _ := plain.Instance(context.Background())
+	it, _ := c.Instance(context.Background())
+	if len(it.ENIs) != 3 || !reflect.DeepEqual(it.ENIs[:2], ip.ENIs[:2]) {
+		t.Fatalf("pod ENIs differ from New's: %+v", it.ENIs)
+	}
+	tr := it.ENIs[2]
+	if !tr.Trunk || tr.DeviceNumber != 2 || len(tr.IPv4) != 0 || len(tr.IPv6Prefixes) != 0 || tr.MAC != "02:00:00:00:02:01" {
+		t.Fatalf("trunk %+v", tr)
+	}
+	if got, ok := it.Trunk(); !ok || got.ID != tr.ID {
+		t.Fatalf("Instance.Trunk = %+v %v", got, ok)
+	}
+	if _, ok := ip.Trunk(); ok {
+		t.Fatal("New attached a trunk")
+	}
+	if _, err := NewWithOptions("x1.banana", Options{Trunk: true}); err == nil {
+		t.Fatal("accepted an unknown type")
+	}
+}

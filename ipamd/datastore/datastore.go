@@ -86,7 +86,7 @@ type Allocation struct {
 
 // Stats summarises the pool.
 type Stats struct {
-	ENIs  int // ENIs in the pool
+	ENIs  int // ENIs in the pool (a trunk ENI is not)
 	Total int // IPv4 pod addresses on those ENIs
 	// TotalIPv6 is how many /128s the delegated prefixes can hand out.
 	TotalIPv6 int
@@ -136,6 +136,12 @@ func New(inst cloud.Instance) (*Store, error) {
 			return nil, fmt.Errorf("datastore: ENI %s: device number %d is negative or taken", e.ID, e.DeviceNumber)
 		}
 		devices[e.DeviceNumber] = true
+		if e.Trunk {
+			// The trunk ENI carries branch ENIs' VLANs: a pod never gets
+			// an address of it, even one an inventory listed by mistake.
+			// Its device number stays taken above.
+			continue
+		}
 		p := pool{device: e.DeviceNumber}
 		for _, ip := range e.IPv4 {
 			if !ip.Is4() || s.known[ip] {

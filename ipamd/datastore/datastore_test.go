@@ -259,3 +259,43 @@ func TestIPv6FromPrefix(t *testing.T) {
 		t.Fatalf("lowest free not reused: %s", c.IP)
 	}
 }
+
+// TestTrunkHasNoAddresses: a trunk ENI (empty, as the memory cloud builds
+// it, or listing addresses by mistake) adds nothing to the pool, and its
+// device number is still taken.
+func TestTrunkHasNoAddresses(t *testing.T) {
+	c, err := memory.NewWithOptions("m5.large", memory.Options{Trunk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, _ := c.Instance(context.Background())
+	s, err := New(inst)
+	if err != nil {
+		t.Fatalf("a trunk with no addresses: %v", err)
+	}
+	if st := s.Stats(); st.ENIs != 2 || st.Total != 18 {
+		t.Fatalf("stats %+v, want 2 pod ENIs and 18 addresses", st)
+	}
+	for i := range 18 {
+		if a := mustAssign(t, s, key(i), 2); a.DeviceNumber == 2 {
+			t.Fatalf("address %s from the trunk", a.IP)
+		}
+	}
+	if _, err := s.Assign(key(18), Meta{}, IPv4, 2); !errors.Is(err, ErrNoAvailableIP) {
+		t.Fatalf("19th pod: %v", err)
+	}
+
+	stray := netip.MustParseAddr("10.0.9.11")
+	listed := cloud.Instance{ENIs: []cloud.ENI{{DeviceNumber: 0}, {DeviceNumber: 1, Trunk: true, IPv4: []netip.Addr{stray}}}}
+	s, err = New(listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IsFree(stray) || s.Stats().Total != 0 {
+		t.Fatal("a trunk's listed address joined the pool")
+	}
+	twice := cloud.Instance{ENIs: []cloud.ENI{{DeviceNumber: 1, Trunk: true}, {DeviceNumber: 1}}}
+	if _, err := New(twice); err == nil {
+		t.Fatal("a pod ENI took the trunk's device number")
+	}
+}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,6 +62,44 @@ Flags:
         delegated IPv6 prefix instead of IPv4 addresses (the reference's
         ENABLE_IPv6 with prefix delegation). The environment variable
         ENABLE_IPv6=true sets it too.
+  --enable-pod-eni
+        Security groups for pods (the reference's ENABLE_POD_ENI; the
+        environment variable ENABLE_POD_ENI=true sets it too). Before
+        giving a pod an address, ipamd asks the pod-ENI source whether the
+        pod has a branch ENI: a pod whose first container has a
+        vpc.amazonaws.com/pod-eni* limit, described by its
+        vpc.amazonaws.com/pod-eni annotation. Such a pod gets its branch
+        ENI's address, VLAN id, MAC and gateway and the trunk ENI's link
+        index, for the plugin to build a VLAN link on the trunk; it takes
+        no address from the pool. The trunk ENI is found in ipamd's own
+        network namespace by its MAC; a branch pod whose trunk link cannot
+        be found is refused (Success=false), and the log says why. With
+        --cloud memory the instance gets a trunk ENI in its last ENI slot
+        (device 2 of an m5.large), which carries no pod addresses; outside
+        a harness that created a link with the trunk's MAC, branch pods are
+        then refused. On DEL of a pod ipamd holds no address for, ipamd
+        asks the source again: a branch pod's VLAN and address come back,
+        a pod the API server no longer has is a success with nothing to
+        tear down.
+  --pod-eni-source kubernetes|static
+        Where --enable-pod-eni learns about branch pods (default
+        kubernetes). "kubernetes" GETs the pod from the API server on
+        every ADD (and on a DEL the pool cannot answer), with the
+        in-cluster service account, or with --kubeconfig; ipamd refuses
+        to start when it has neither. "static" reads --pod-eni-file
+        once, at startup, for use with --cloud memory and tests.
+  --kubeconfig PATH
+        Kubeconfig file for --pod-eni-source kubernetes, instead of the
+        in-cluster configuration.
+  --pod-eni-file PATH
+        JSON file for --pod-eni-source static: an object mapping
+        "namespace/name" to one element of the annotation, e.g.
+          {"default/web": {"eniId": "eni-0a1b2c3d4e5f60718",
+            "ifAddress": "0a:1b:2c:3d:4e:5f", "privateIp": "192.168.5.20",
+            "vlanID": 7, "subnetCidr": "192.168.5.0/24"}}
+        (ipv6Addr and subnetV6Cidr for --ipv6). Pods it does not name
+        are regular pods. Unknown fields, a vlanID outside 1..4094, a MAC
+        or address that does not parse stop ipamd at startup.
   --reject-version-mismatch
         Refuse calls from a plugin whose ClientVersion is not this build's
         version, with FailedPrecondition "wrong client version", as the
@@ -71,7 +110,8 @@ Flags:
         Print this help and exit.
 
 Exit status: 0 after SIGTERM/SIGINT (or --help, --version), 1 when the
-daemon cannot start (socket, inventory), 2 for a usage error.
+daemon cannot start (socket, inventory, pod-ENI source), 2 for a usage
+error.
 `
 
 func main() {
@@ -93,6 +133,11 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	strict := fs.Bool("reject-version-mismatch", false, "")
 	ipv6 := fs.Bool("ipv6", os.Getenv("ENABLE_IPv6") == "true", "")
 	version := fs.Bool("version", false, "")
+	var pe podENIFlags
+	fs.BoolVar(&pe.enabled, "enable-pod-eni", os.Getenv("ENABLE_POD_ENI") == "true", "")
+	fs.StringVar(&pe.source, "pod-eni-source", sourceKubernetes, "")
+	fs.StringVar(&pe.file, "pod-eni-file", "", "")
+	fs.StringVar(&pe.kubeconfig, "kubeconfig", "", "")
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ipamd: "+format+"\nRun 'ipamd --help' for usage.\n", a...)
 		return exitUsage
@@ -118,12 +163,33 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	if *cloudKind != "memory" {
 		return usageErr("--cloud %q is not supported: the only cloud of this build is \"memory\"", *cloudKind)
 	}
-	inv, err := memory.New(*instanceType)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := pe.check(set); err != nil {
+		return usageErr("%v", err)
+	}
+	// The trunk ENI is what the VPC resource controller attaches to a node
+	// with security groups for pods; the memory cloud does the same.
+	inv, err := memory.NewWithOptions(*instanceType, memory.Options{Trunk: pe.enabled})
 	if err != nil {
 		return usageErr("--instance-type: %v", err)
 	}
-	d, err := ipamd.New(ipamd.Config{SocketPath: *socket, Inventory: inv, Logger: log,
-		Version: buildVersion, RejectVersionMismatch: *strict, IPv6: *ipv6})
+	src, err := pe.sourceOf(buildVersion)
+	if err != nil {
+		log.Error("ipamd cannot start", "error", err)
+		return exitFailed
+	}
+	cfg := ipamd.Config{SocketPath: *socket, Inventory: inv, Logger: log,
+		Version: buildVersion, RejectVersionMismatch: *strict, IPv6: *ipv6, PodENI: src}
+	if src != nil {
+		inst, err := inv.Instance(context.Background())
+		if err != nil {
+			log.Error("ipamd cannot start", "error", err)
+			return exitFailed
+		}
+		cfg.TrunkLinkIndex = trunkLinkIndex(inst, *cloudKind)
+	}
+	d, err := ipamd.New(cfg)
 	if err != nil {
 		log.Error("ipamd cannot start", "error", err)
 		return exitFailed

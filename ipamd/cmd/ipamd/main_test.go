@@ -18,7 +18,9 @@ func TestUsage(t *testing.T) {
 			t.Fatalf("%s: exit %d", arg, code)
 		}
 		for _, want := range []string{"--socket PATH", "/var/run/aws-node/ipamd.sock", "--cloud memory", "--instance-type",
-			"m5.large", "c5.18xlarge", "--log-level", "--log-format", "--reject-version-mismatch", "--version"} {
+			"m5.large", "c5.18xlarge", "--log-level", "--log-format", "--reject-version-mismatch", "--version",
+			"--enable-pod-eni", "ENABLE_POD_ENI=true", "--pod-eni-source kubernetes|static", "--kubeconfig PATH",
+			"--pod-eni-file PATH", "vpc.amazonaws.com/pod-eni", `"vlanID": 7`} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: help lacks %q", arg, want)
 			}
