@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
@@ -30,6 +31,19 @@ func (r *run) event(ev spec.Event) error {
 		r.begin("kubelet deletes " + strings.Join(ev.Delete, ", "))
 		defer r.end()
 		for _, n := range ev.Delete {
+			if err := r.delete(n); err != nil {
+				return err
+			}
+		}
+	case ev.ForceDelete != nil:
+		r.begin("force delete (grace period 0) " + strings.Join(ev.ForceDelete, ", "))
+		defer r.end()
+		for _, n := range ev.ForceDelete {
+			p := r.pods[n]
+			if r.podENI != nil {
+				r.podENI.Delete(p.ns, p.name) // the API server no longer has the pod
+			}
+			p.noRetry = true
 			if err := r.delete(n); err != nil {
 				return err
 			}
@@ -103,6 +117,10 @@ func (r *run) add(ref spec.PodRef) error {
 	if err := r.kern.AddNamespace(p.netns); err != nil {
 		return err
 	}
+	p.vlan, p.noRetry = 0, false
+	if r.podENI != nil {
+		r.giveBranchENI(p)
+	}
 	res, err := r.cni.AddNetworkList(bg(), r.list, r.rtConf(p, p.netns))
 	if err != nil {
 		r.note("ADD %s failed: %v; the runtime tears the sandbox down", ref.Name, err)
@@ -121,7 +139,7 @@ func (r *run) add(ref spec.PodRef) error {
 	p.ip = p.ip.Unmap()
 	p.hostVeth = cur.Interfaces[0].Name
 	if last := cur.Interfaces[len(cur.Interfaces)-1]; last.Sandbox != "" {
-		if d, err := strconv.Atoi(last.Sandbox); err == nil && d != p.device {
+		if d, err := strconv.Atoi(last.Sandbox); err == nil && d != p.device && p.vlan == 0 {
 			if r.mode == "ipv4" {
 				r.note("%s asked for device %d, ipamd gave device %d", ref.Name, p.device, d)
 			}
@@ -129,7 +147,11 @@ func (r *run) add(ref spec.PodRef) error {
 		}
 	}
 	p.phase = running
-	r.note("ADD %s -> %s (device %d, host veth %s)", ref.Name, p.ip, p.device, p.hostVeth)
+	if p.vlan != 0 {
+		r.note("ADD %s -> %s (branch ENI, VLAN %d, host veth %s)", ref.Name, p.ip, p.vlan, p.hostVeth)
+	} else {
+		r.note("ADD %s -> %s (device %d, host veth %s)", ref.Name, p.ip, p.device, p.hostVeth)
+	}
 	return nil
 }
 
@@ -160,7 +182,7 @@ func (r *run) tryDel(name string, p *pod) {
 		r.removeSandbox(name, p)
 		return
 	}
-	if p.attempts > r.s.Node.KubeletRetries {
+	if p.attempts > r.s.Node.KubeletRetries || p.noRetry {
 		r.note("t=%s DEL %s failed (attempt %d): %v; kubelet gives up and the runtime removes the sandbox", r.now, name, p.attempts, err)
 		r.removeSandbox(name, p)
 		return
@@ -182,6 +204,8 @@ func (r *run) removeSandbox(name string, p *pod) {
 		r.note("second DEL %s (empty netns) failed: %v (the runtime ignores it)", name, err)
 	}
 	p.phase = deleted
+	r.gone = append(r.gone, invariant.Pod{Name: name, ContainerID: p.containerID, IP: p.ip, Device: p.device,
+		HostVeth: p.hostVeth, Netns: p.netns, VlanID: p.vlan, Strict: r.mode == ModeBranchStrict})
 }
 
 // nextDue is the time of the earliest pending kubelet retry, -1 if none.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/ipamd/podeni"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 	"github.com/vpccni/vpccni/plugin"
@@ -79,27 +80,32 @@ type pod struct {
 	attempts    int
 	nextRetry   time.Duration
 	incarnation int
+	vlan        int  // the sandbox's branch ENI VLAN (branch modes)
+	noRetry     bool // force-deleted: kubelet does not retry its DEL
 }
 
 type run struct {
-	s      *spec.Scenario
-	mode   string
-	pol    policy.Policy
-	now    time.Duration
-	kern   *model.Kernel
-	node   kernel.API
-	cloud  *memory.Cloud
-	ipamd  *ipamd.Daemon
-	sock   string
-	tmp    string
-	exec   *inprocExec
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	pods   map[string]*pod
-	remote map[netip.Addr]string
-	steps  []Step
-	cur    *Step
-	log    *slog.Logger
+	s       *spec.Scenario
+	mode    string
+	pol     policy.Policy
+	now     time.Duration
+	kern    *model.Kernel
+	node    kernel.API
+	cloud   *memory.Cloud
+	ipamd   *ipamd.Daemon
+	sock    string
+	tmp     string
+	exec    *inprocExec
+	cni     *libcni.CNIConfig
+	list    *libcni.NetworkConfigList
+	pods    map[string]*pod
+	remote  map[netip.Addr]string
+	podENI  *podeni.Static  // branch modes only
+	gone    []invariant.Pod // every removed sandbox, in order
+	vlanSeq int
+	steps   []Step
+	cur     *Step
+	log     *slog.Logger
 }
 
 // Options tune a run.
@@ -167,7 +173,10 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	}
 	r := &run{s: s, mode: mode, pol: pol, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
 		pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log}
-	if r.cloud, err = memory.New(s.Node.InstanceType); err != nil {
+	if isBranch(mode) {
+		r.podENI = podeni.NewStatic()
+	}
+	if r.cloud, err = memory.NewWithOptions(s.Node.InstanceType, memory.Options{Trunk: isBranch(mode)}); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -198,7 +207,8 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	})
 	r.exec = &inprocExec{plugin: p, policy: pol, calls: map[string]int{}}
 	r.cni = libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, filepath.Join(tmp, "cni-cache"), r.exec)
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s"}]}`, r.sock)
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s","podSGEnforcingMode":%q}]}`,
+		r.sock, enforcingMode(mode))
 	if r.list, err = libcni.NetworkConfFromBytes([]byte(conf)); err != nil {
 		r.close()
 		return nil, err
@@ -216,14 +226,18 @@ func (r *run) close() {
 // startIpamd starts a fresh ipamd on the node's socket. The in-memory
 // ipamd has no checkpoint: a restart forgets every allocation.
 func (r *run) startIpamd() error {
-	d, err := ipamd.New(ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
+	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
 		Placement: func(ns, name string) (int, bool) {
 			p, ok := r.pods[ns+"/"+name]
 			if !ok {
 				return 0, false
 			}
 			return p.device, true
-		}})
+		}}
+	if r.podENI != nil {
+		cfg.PodENI, cfg.TrunkLinkIndex = r.podENI, r.trunkIndex
+	}
+	d, err := ipamd.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -296,16 +310,18 @@ func (r *run) world() invariant.World {
 	sort.Strings(names)
 	for _, n := range names {
 		p := r.pods[n]
-		ip := invariant.Pod{Name: n, ContainerID: p.containerID, IP: p.ip, Device: p.device, HostVeth: p.hostVeth, Netns: p.netns}
+		ip := invariant.Pod{Name: n, ContainerID: p.containerID, IP: p.ip, Device: p.device, HostVeth: p.hostVeth, Netns: p.netns,
+			VlanID: p.vlan, Strict: r.mode == ModeBranchStrict}
 		switch p.phase {
 		case running:
 			w.Live = append(w.Live, ip)
-		case deleted, terminating:
+		case terminating:
 			if p.ip.IsValid() {
 				w.Deleted = append(w.Deleted, ip)
 			}
 		}
 	}
+	w.Deleted = append(w.Deleted, r.gone...)
 	if r.ipamd != nil {
 		w.IpamdUp = true
 		for _, a := range r.ipamd.Allocations() {

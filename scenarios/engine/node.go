@@ -92,6 +92,9 @@ func setupENI(k *model.Kernel, h kernel.API, eni cloud.ENI) error {
 		return err
 	}
 	gw := net.IP(eni.Gateway.AsSlice())
+	if eni.Trunk {
+		return nil // the trunk carries VLANs: no table or rule of its own
+	}
 	if eni.DeviceNumber == 0 {
 		return h.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: gw, LinkIndex: idx, Family: kernel.FamilyV4})
 	}

@@ -290,7 +290,13 @@ func checkRouting(w World) ([]Violation, error) {
 		// A strict branch pod is reached only from its VLAN.
 		q := kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())}
 		if !p.hostRouted() {
+			// An input lookup needs the packet's source: a client off the VPC.
 			q.IifName = p.vlanLink()
+			for _, a := range w.OffVPC {
+				if a.Is4() == p.IP.Is4() {
+					q.Src = net.IP(a.AsSlice())
+				}
+			}
 		}
 		res, err := w.Node.RouteGet(q)
 		if err != nil || res.LinkName != p.HostVeth {
@@ -353,6 +359,9 @@ func checkIPAM(w World) ([]Violation, error) {
 	livecid := map[string]bool{}
 	for _, p := range w.Live {
 		livecid[p.ContainerID] = true
+		if p.VlanID != 0 {
+			continue // a branch ENI's address is the VPC's, not the pool's
+		}
 		if ip, ok := byCID[p.ContainerID]; !ok {
 			out = append(out, Violation{IPAM, fmt.Sprintf("ipamd has no allocation for live pod %s (%s)", p.Name, p.IP)})
 		} else if ip != p.IP {

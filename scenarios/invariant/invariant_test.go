@@ -43,6 +43,7 @@ func setup(t *testing.T) *fixture {
 	must(t, k.AddNamespace("pod"))
 	node, _ := k.Open("node")
 	podH, _ := k.Open("pod")
+	must(t, node.SysctlSet("net/ipv4/ip_forward", "1")) // a node routes its pods' traffic
 	for d, a := range []string{"10.0.1.10/24", "10.0.2.10/24"} {
 		idx, err := k.AddDevice("node", []string{"eth0", "eth1"}[d], 9001, nil)
 		must(t, err)

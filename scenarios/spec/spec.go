@@ -21,7 +21,8 @@ type Scenario struct {
 	Name        string `json:"name"`
 	Incident    string `json:"incident,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Modes the scenario runs in: ipv4, ipv6.
+	// Modes the scenario runs in: ipv4, ipv6, branch-eni-strict,
+	// branch-eni-standard (every pod on a branch ENI of its own).
 	Modes []string `json:"modes"`
 	Node  Node     `json:"node"`
 	Pods  []Pod    `json:"pods"`
@@ -59,6 +60,9 @@ type Event struct {
 	// Delete asks kubelet to delete these pods (CNI DEL with prevResult;
 	// on failure kubelet retries with back-off).
 	Delete []string `json:"delete,omitempty"`
+	// ForceDelete deletes these pods with grace period 0: the API server
+	// forgets them at once, kubelet sends one DEL and does not retry.
+	ForceDelete []string `json:"force-delete,omitempty"`
 	// Evict stops ipamd as a drained node's aws-node pod goes ("aws-node").
 	Evict string `json:"evict,omitempty"`
 	// CancelEviction starts ipamd again ("aws-node").
@@ -149,7 +153,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // Known values, for validation and --help.
 var (
-	KnownModes    = []string{"ipv4", "ipv6"}
+	KnownModes    = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
 	KnownVerdicts = []string{"clean", "leak"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
@@ -249,13 +253,13 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 		}
 	}
 	set := 0
-	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.Evict != "", e.CancelEviction != "", e.Wait != nil, e.Settle != nil} {
+	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.ForceDelete != nil, e.Evict != "", e.CancelEviction != "", e.Wait != nil, e.Settle != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("an event has exactly one of add, delete, evict, cancel-eviction, wait, settle (got %d)", set)
+		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, wait, settle (got %d)", set)
 	}
 	for j := range e.Add {
 		r := &e.Add[j]
@@ -277,10 +281,12 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 			return fmt.Errorf("add: node %q is not supported (only \"other\", with reuseIPOf)", r.Node)
 		}
 	}
-	for j, n := range e.Delete {
-		e.Delete[j] = s.Resolve(n)
-		if !declared[e.Delete[j]] {
-			return fmt.Errorf("delete: pod %q is not declared in pods", n)
+	for _, list := range [][]string{e.Delete, e.ForceDelete} {
+		for j, n := range list {
+			list[j] = s.Resolve(n)
+			if !declared[list[j]] {
+				return fmt.Errorf("delete: pod %q is not declared in pods", n)
+			}
 		}
 	}
 	for _, a := range []string{e.Evict, e.CancelEviction} {

@@ -96,3 +96,33 @@ var _ = Describe("a teardown step removed", Label("ipv4", "mutation"), func() {
 		})
 	}
 })
+
+// #1374's harm, shown by removing PR #1376's fix: without deleting the
+// recreated pod's stale iif rules at ADD, its traffic leaves by the old
+// VLAN. With the fix the same legacy DEL only leaks the old VLAN's objects.
+var _ = Describe("the stale iif rules of a recreated pod", Label("branch-eni-strict", "mutation", "incident-1374"), func() {
+	s, err := spec.Load("../library/sgp-recreated-same-name.yaml")
+	if err != nil {
+		panic(err)
+	}
+	run := func(hook func(string) error) *engine.Result {
+		res, err := engine.Run(s, "branch-eni-strict", policy.RefV110{}, engine.Options{DriverHook: hook})
+		Expect(err).NotTo(HaveOccurred())
+		return res
+	}
+	It("are removed by ADD: the legacy DEL leaks, nothing is misrouted", func() {
+		res := run(nil)
+		Expect(res.Kinds).To(ContainElement(invariant.Leak))
+		Expect(res.Kinds).NotTo(ContainElement(invariant.Misroute))
+	})
+	It("misroute the new pod into the old VLAN when ADD keeps them", func() {
+		res := run(func(step string) error {
+			if step == driver.StepDelOldIIFRules {
+				return driver.ErrSkipStep
+			}
+			return nil
+		})
+		Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.Kind + " " + v.What },
+			And(HavePrefix(invariant.Misroute), ContainSubstring("vlan.eth.1")))))
+	})
+})

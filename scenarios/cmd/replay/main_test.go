@@ -35,7 +35,7 @@ func TestExpectationMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrong := strings.Replace(string(b), "ref-v1.11: leak", "ref-v1.11: clean", 1)
+	wrong := strings.Replace(string(b), "default: clean", "default: leak", 1)
 	f := filepath.Join(t.TempDir(), "wrong.yaml")
 	os.WriteFile(f, []byte(wrong), 0o644)
 	if code, out, _ := replay("run", "--quiet", f); code != exitMismatch || !strings.Contains(out, "MISMATCH") {
@@ -67,7 +67,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Runs) != 6 { // 2 modes x 3 policies
+	if len(doc.Runs) != 12 { // 4 modes x 3 policies
 		t.Fatalf("%d runs", len(doc.Runs))
 	}
 }
