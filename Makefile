@@ -36,7 +36,7 @@ kernel-real:
 
 ## integration: real binaries, real gRPC, network namespaces (root).
 integration:
-	$(GINKGO) -r --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
+	$(GINKGO) -r -v --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
 
 ## replay: the main job — replay the whole scenario library on the model.
 replay:

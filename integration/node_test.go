@@ -39,6 +39,11 @@ type node struct {
 // no dummy links): eth0/eth1 with their peers beside them so they have
 // carrier.
 func newNode(instanceType string, ipamdArgs ...string) *node {
+	return newNodeWith(instanceType, nil, ipamdArgs...)
+}
+
+// newNodeWith lets a case add links to the node before ipamd starts.
+func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...string) *node {
 	n := &node{}
 	var err error
 	n.ns, err = testns.New("vpccni-node")
@@ -69,10 +74,17 @@ func newNode(instanceType string, ipamdArgs ...string) *node {
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
 		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, n.sock, n.logFile)
-	n.list, err = libcni.NetworkConfFromBytes([]byte(conf))
+	n.list, err = netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
+	if extra != nil {
+		extra(n.host)
+	}
 	n.startIpamd(instanceType, ipamdArgs...)
 	return n
+}
+
+func netConfList(conf string) (*libcni.NetworkConfigList, error) {
+	return libcni.NetworkConfFromBytes([]byte(conf))
 }
 
 // startIpamd runs the ipamd binary inside the node namespace (the child
