@@ -33,8 +33,10 @@ ADD asks ipamd for an address and builds the pod's network: a veth pair
 169.254.1.1 gateway and /32 address (IPv6: fe80::1 and a /128, after
 duplicate address detection), a host route, rule 512 "to IP lookup main"
 and, for an address of a secondary ENI, rule 1536 "from IP lookup
-<table>". The result carries what DEL needs to tear the pod down without
-ipamd.
+<table>". A branch-ENI pod (security groups for pods) also gets the VLAN
+link vlan.eth.<id> on the trunk and table id+100, with prio-10 iif rules
+(strict; host veth vlan<hash>) or rules 512/1536 (standard). The result
+carries what DEL needs to tear the pod down without ipamd.
 
 DEL tears the pod down from the prevResult first and then tells ipamd;
 without a prevResult it asks ipamd, or reads the pod's namespace. It never
