@@ -70,29 +70,34 @@ var _ = Describe("library", func() {
 })
 
 // The invariants must catch a broken teardown, not only the legacy flows:
-// remove one teardown step from vpccni's own flow and the eviction scenario
-// must leak exactly what that step removes.
-var _ = Describe("a teardown step removed", Label("ipv4", "mutation"), func() {
+// remove one teardown step from vpccni's own flow, in each mode, and the
+// eviction scenario must leak exactly what that step removes.
+var _ = Describe("a teardown step removed", Label("mutation"), func() {
 	s, err := spec.Load("../library/autoscaler-evicts-aws-node.yaml")
 	if err != nil {
 		panic(err)
 	}
-	for step, want := range map[string]string{
-		driver.StepDelRuleToPod: "rule 512 to",
-		driver.StepDelRuleFrom:  "rule 1536 from",
+	for _, c := range []struct{ mode, step, want string }{
+		{"ipv4", driver.StepDelRuleToPod, "rule 512 to"},
+		{"ipv4", driver.StepDelRuleFrom, "rule 1536 from"},
+		{"ipv6", driver.StepDelRuleToPod, "rule 512 to 2600:"},
+		{"branch-eni-strict", driver.StepDelIIFRules, "rule 10 iif"},
+		{"branch-eni-strict", driver.StepDelVlanLink, "link vlan.eth."},
+		{"branch-eni-standard", driver.StepDelRuleFrom, "rule 1536 from 10.1.0."},
+		{"branch-eni-standard", driver.StepDelVlanLink, "link vlan.eth."},
 	} {
-		It("without "+step+" the invariant reports "+want, func() {
+		It(c.mode+": without "+c.step+" the invariant reports "+c.want, Label(c.mode), func() {
 			hook := func(name string) error {
-				if name == step {
+				if name == c.step {
 					return driver.ErrSkipStep
 				}
 				return nil
 			}
-			res, err := engine.Run(s, "ipv4", policy.Default{}, engine.Options{DriverHook: hook})
+			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Kinds).To(ContainElement(invariant.Leak))
 			Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.What },
-				ContainSubstring(want))))
+				ContainSubstring(c.want))))
 		})
 	}
 })
