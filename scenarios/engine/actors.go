@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,7 @@ func (r *run) event(ev spec.Event) error {
 		r.begin("kubelet deletes " + strings.Join(ev.Delete, ", "))
 		defer r.end()
 		for _, n := range ev.Delete {
+			r.dropCachedResult(n, ev.WithoutPrevResult)
 			if err := r.delete(n); err != nil {
 				return err
 			}
@@ -44,6 +47,7 @@ func (r *run) event(ev spec.Event) error {
 				r.podENI.Delete(p.ns, p.name) // the API server no longer has the pod
 			}
 			p.noRetry = true
+			r.dropCachedResult(n, ev.WithoutPrevResult)
 			if err := r.delete(n); err != nil {
 				return err
 			}
@@ -244,4 +248,19 @@ func (r *run) advance(t time.Duration) {
 	if t > r.now {
 		r.now = t
 	}
+}
+
+// dropCachedResult removes libcni's cached ADD result of the pod, so the
+// DEL carries no prevResult.
+func (r *run) dropCachedResult(name string, drop bool) {
+	if !drop {
+		return
+	}
+	p := r.pods[name]
+	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
+	if err := os.Remove(path); err != nil {
+		r.note("could not drop the cached result of %s: %v", name, err)
+		return
+	}
+	r.note("the DEL of %s races its ADD: the runtime has no cached result, so no prevResult", name)
 }

@@ -63,6 +63,10 @@ type Event struct {
 	// ForceDelete deletes these pods with grace period 0: the API server
 	// forgets them at once, kubelet sends one DEL and does not retry.
 	ForceDelete []string `json:"force-delete,omitempty"`
+	// WithoutPrevResult, with delete or force-delete, sends the DEL with no
+	// prevResult, as when it races the ADD before the runtime cached the
+	// ADD's result (#3270: an ADD and a force DEL 40 ms apart).
+	WithoutPrevResult bool `json:"withoutPrevResult,omitempty"`
 	// Evict stops ipamd as a drained node's aws-node pod goes ("aws-node").
 	Evict string `json:"evict,omitempty"`
 	// CancelEviction starts ipamd again ("aws-node").
@@ -296,6 +300,9 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	}
 	if e.CancelEviction != "" && e.Memory != "lost" {
 		return fmt.Errorf("cancel-eviction needs memory: lost (a kept checkpoint is not supported by this ipamd yet)")
+	}
+	if e.WithoutPrevResult && e.Delete == nil && e.ForceDelete == nil {
+		return fmt.Errorf("withoutPrevResult only goes with delete or force-delete")
 	}
 	if e.CancelEviction == "" && e.Memory != "" {
 		return fmt.Errorf("memory only goes with cancel-eviction")
