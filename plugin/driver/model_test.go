@@ -9,10 +9,16 @@ import (
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
-// On the kernel model: a branch pod of each mode is set up, read back by
+// On the kernel model: a branch pod of each mode and family (IPv6 with the
+// branch gateway fe80:ec2::1) is set up, read back by
 // Inspect (the source of last resort) and torn down to nothing.
 func TestBranchRoundTripOnModel(t *testing.T) {
-	for _, strict := range []bool{true, false} {
+	for _, c := range []struct {
+		strict bool
+		ip, gw string
+	}{{true, "10.1.0.21", "10.1.0.1"}, {false, "10.1.0.21", "10.1.0.1"},
+		{true, "2600:1f14:b::5", "fe80:ec2::1"}, {false, "2600:1f14:b::5", "fe80:ec2::1"}} {
+		strict := c.strict
 		k := model.New()
 		k.AddNamespace("node")
 		k.AddNamespace("pod")
@@ -24,15 +30,15 @@ func TestBranchRoundTripOnModel(t *testing.T) {
 		}
 		host.LinkSetUp("eth2")
 		before, _ := kernel.Snapshot(host)
-		b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr("10.1.0.1"), ParentIndex: trunk, Strict: strict}
-		p := Pod{HostVeth: "vlanabc", ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: branchIP, Table: 107}}, Branch: b}
+		b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr(c.gw), ParentIndex: trunk, Strict: strict}
+		p := Pod{HostVeth: "vlanabc", ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: netip.MustParseAddr(c.ip), Table: 107}}, Branch: b}
 		d := New(nil)
 		if err := d.Setup(host, pod, p); err != nil {
 			t.Fatal(err)
 		}
 		got, err := d.Inspect(host, pod, "eth0")
 		if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 || got.IPs[0].Table != 107 || got.HostVeth != "vlanabc" {
-			t.Fatalf("strict=%v: inspect %+v %v", strict, got, err)
+			t.Fatalf("strict=%v %s: inspect %+v %v", strict, c.ip, got, err)
 		}
 		if _, err := d.Teardown(host, pod, *got); err != nil {
 			t.Fatal(err)
