@@ -3,7 +3,6 @@ package ipamd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -315,14 +314,8 @@ func TestBranchLogs(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var got []string
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var rec map[string]any
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		if rec["op"] == nil {
-			continue
-		}
+	for _, rec := range opRecords(t, buf.Bytes()) {
+		line := rec["_line"]
 		got = append(got, fmt.Sprint(rec["op"], ":", rec["pod"], ":", rec["vlan"], ":", rec["outcome"]))
 		if o := rec["outcome"]; o == outcomeBranchAssigned && (rec["mac"] != "0a:1b:2c:3d:4e:5f" || rec["parentIfIndex"] != 42.0 || rec["ip"] != "192.168.5.20") {
 			t.Errorf("assignment record: %s", line)

@@ -320,14 +320,8 @@ func TestLogs(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var outcomes []string
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var rec map[string]any
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		if rec["op"] == nil {
-			continue
-		}
+	for _, rec := range opRecords(t, buf.Bytes()) {
+		line := rec["_line"]
 		outcomes = append(outcomes, fmt.Sprint(rec["op"], ":", rec["outcome"]))
 		if rec["pod"] != "default/pod-c1" || rec["containerID"] != "c1" || rec["clientVersion"] != "v-test" {
 			t.Errorf("record lacks the pod: %s", line)
@@ -370,4 +364,22 @@ func TestIPv6Mode(t *testing.T) {
 	if err != nil || d.IPAllocationMetadata[0].IPv6Addr != m.IPv6Addr {
 		t.Fatal(d, err)
 	}
+}
+
+// opRecords decodes a JSON log and keeps the records of RPC operations;
+// "_line" holds the raw line for messages.
+func opRecords(t *testing.T, log []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(log), []byte("\n")) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if rec["op"] != nil {
+			rec["_line"] = string(line)
+			out = append(out, rec)
+		}
+	}
+	return out
 }
