@@ -136,8 +136,9 @@ type Addr struct {
 	Flags     int
 }
 
-// Route is a unicast route. Table 0 means main on add; in RouteList it is
-// filled in with the table the route lives in.
+// Route is a unicast route. Table 0 means main on add and delete; in
+// RouteList it is filled in with the table the route lives in. In RouteDel
+// a zero Gw, LinkIndex, Scope, Src, Priority, Protocol or Type matches any.
 type Route struct {
 	Table     int
 	Dst       *net.IPNet // nil: default route of Family
@@ -161,7 +162,10 @@ const (
 
 // Rule is a policy-routing rule. In RuleDel zero fields mean "any", as in
 // the kernel: Priority 0, Table 0, nil Src/Dst, empty IifName match every
-// rule. Family is derived from Src/Dst when they are set.
+// rule. Family is derived from Src/Dst when they are set, else Family is
+// used, else IPv4 (what netlink sends). In RuleAdd, Priority 0 lets the
+// kernel pick one (one below its second rule's) and Table 0 is a fresh
+// table for IPv4, EINVAL for IPv6.
 type Rule struct {
 	Priority int
 	Family   Family
@@ -198,7 +202,7 @@ type RouteResult struct {
 	LinkIndex int    // output interface
 	LinkName  string // output interface name
 	Gw        net.IP
-	RulePrio  int // priority of the rule that selected the table
+	RulePrio  int // priority of the rule that selected the table; -1 when unknown (the real kernel does not report it)
 }
 
 // API is one network namespace's networking, as the plugin, ipamd and the

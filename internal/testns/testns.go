@@ -1,5 +1,9 @@
 // Package testns makes network namespaces for real-kernel tests, and
 // refuses to let a test mutate the machine's own namespace.
+//
+// Every namespace is named (bind-mounted under Dir, so `ip netns list`
+// shows it while it lives) and removed by Close; tests register Close with
+// t.Cleanup (Temp does), so nothing is left behind, pass or fail.
 package testns
 
 import (
@@ -10,8 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
-	"testing"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -22,45 +26,99 @@ const Dir = "/var/run/netns"
 
 // NS is a named, persistent network namespace.
 type NS struct {
-	name string
-	path string
+	name, path string
+	mu         sync.Mutex
+	closed     bool
 }
 
 // Name is the namespace's name (as `ip netns list` shows it).
 func (n *NS) Name() string { return n.name }
 
-// Path is the namespace file (for CNI_NETNS).
+// Path is the namespace file (for CNI_NETNS, or kernel/linux.Opener).
 func (n *NS) Path() string { return n.path }
 
-// Available reports why real-kernel tests cannot run here, or nil.
-func Available() error {
-	if os.Geteuid() != 0 {
-		return errors.New("real-kernel tests need root (network namespaces, veth, rules)")
-	}
-	ns, err := New("vpccni-probe")
-	if err != nil {
-		return fmt.Errorf("cannot create a network namespace: %w", err)
-	}
-	return ns.Close()
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+// RequireRoot reports why real-kernel tests cannot run here (not root, or
+// a network namespace cannot be created and removed), or nil. The answer
+// is worked out once per process.
+func RequireRoot() error {
+	probeOnce.Do(func() {
+		if os.Geteuid() != 0 {
+			probeErr = errors.New("real-kernel tests need root (network namespaces, veth, rules)")
+			return
+		}
+		ns, err := New("vpccni-probe")
+		if err != nil {
+			probeErr = fmt.Errorf("cannot create a network namespace: %w", err)
+			return
+		}
+		if err := ns.Close(); err != nil {
+			probeErr = fmt.Errorf("cannot remove a network namespace: %w", err)
+		}
+	})
+	return probeErr
 }
 
-// Require skips the test when Available fails — or, under CI=true, fails
-// it: a suite that could not run must not count as passing.
-func Require(tb testing.TB) {
+// TB is what Require needs of a test: *testing.T and *testing.B have it,
+// and so does ginkgo's GinkgoT().
+type TB interface {
+	Helper()
+	Skip(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// Require skips the test when RequireRoot fails, with the reason; under
+// CI=true it fails it instead: a suite that could not run must not count
+// as passing.
+func Require(tb TB) {
 	tb.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("%v (CI=true: this is a failure, not a skip)", err)
-		}
-		tb.Skip(err)
+	gate(tb, RequireRoot(), os.Getenv("CI") == "true")
+}
+
+func gate(tb TB, err error, ci bool) {
+	tb.Helper()
+	if err == nil {
+		return
 	}
+	if ci {
+		tb.Fatalf("%v (CI=true: this is a failure, not a skip)", err)
+		return
+	}
+	tb.Skip(err.Error())
+}
+
+// CleanupTB is a TB that can register cleanups (testing.TB, GinkgoT()).
+type CleanupTB interface {
+	TB
+	Cleanup(func())
+}
+
+// Temp is Require, then New, with Close registered as a cleanup: the
+// namespace is gone when the test ends, whatever its outcome.
+func Temp(tb CleanupTB, prefix string) *NS {
+	tb.Helper()
+	Require(tb)
+	ns, err := New(prefix)
+	if err != nil {
+		tb.Fatalf("new namespace: %v", err)
+	}
+	tb.Cleanup(func() { ns.Close() })
+	return ns
 }
 
 // New creates a namespace named prefix-<random>, bind-mounted under Dir,
-// without changing the calling goroutine's namespace.
+// without changing the calling goroutine's namespace (it is made on a
+// thread of its own). It checks that what it made is not the machine's
+// namespace before returning it.
 func New(prefix string) (*NS, error) {
 	b := make([]byte, 4)
-	rand.Read(b)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
 	name := prefix + "-" + hex.EncodeToString(b)
 	if err := os.MkdirAll(Dir, 0o755); err != nil {
 		return nil, err
@@ -90,30 +148,31 @@ func New(prefix string) (*NS, error) {
 	return ns, nil
 }
 
-// startNS is the inode of the namespace this process started in: the
-// machine's own when a test runs normally. PID 1's namespace file is not
-// always readable (here it is not), so both are guarded.
-var startNS = func() uint64 {
+// startNS is the namespace this process started in: the machine's own
+// when a test runs normally.
+var startNS = func() *syscall.Stat_t {
 	var st syscall.Stat_t
 	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), &st); err != nil {
-		return 0
+		return nil
 	}
-	return st.Ino
+	return &st
 }()
 
 // RefuseInitial returns an error when path is the machine's initial
-// network namespace (PID 1's, where readable) or the one this process
-// started in: helpers that mutate a kernel call it before touching
-// anything.
+// network namespace (PID 1's, compared by device and inode) or the one
+// this process started in, which is the machine's when tests run
+// normally; PID 1's namespace file is not readable everywhere (inside
+// some sandboxes it is not), so both are checked. Helpers that mutate a
+// kernel call it before touching anything.
 func RefuseInitial(path string) error {
 	var a, b syscall.Stat_t
 	if err := syscall.Stat(path, &a); err != nil {
 		return err
 	}
-	if startNS == 0 {
+	if startNS == nil {
 		return errors.New("cannot tell this process's own network namespace: refusing to touch any")
 	}
-	if a.Ino == startNS {
+	if a.Dev == startNS.Dev && a.Ino == startNS.Ino {
 		return fmt.Errorf("%s is the network namespace this process started in (the machine's): refusing to touch it", path)
 	}
 	if err := syscall.Stat("/proc/1/ns/net", &b); err == nil && a.Dev == b.Dev && a.Ino == b.Ino {
@@ -123,7 +182,7 @@ func RefuseInitial(path string) error {
 }
 
 // Do runs fn on a thread inside the namespace. A process fn starts
-// inherits the namespace (the fork happens on this thread).
+// inherits the namespace (the fork happens on that thread).
 func (n *NS) Do(fn func() error) error {
 	if err := RefuseInitial(n.path); err != nil {
 		return err
@@ -136,11 +195,11 @@ func (n *NS) Do(fn func() error) error {
 	return onThread(func() error { return netns.Set(target) }, fn)
 }
 
-// onThread runs fn on a locked thread after enter has moved it into
-// another namespace, then puts the thread back where it was before
-// unlocking it, so no goroutine ever runs in a namespace it did not ask
-// for. A thread that cannot go back stays locked and the runtime discards
-// it.
+// onThread runs fn on a new locked thread after enter has moved it into
+// another namespace, then puts the thread back before unlocking it, so no
+// goroutine ever runs in a namespace it did not ask for. A thread that
+// cannot go back stays locked and the runtime discards it when the
+// goroutine ends.
 func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
@@ -152,6 +211,11 @@ func onThread(enter, fn func() error) error {
 		}
 		defer orig.Close()
 		if err := enter(); err != nil {
+			if rerr := netns.Set(orig); rerr != nil {
+				errc <- errors.Join(err, rerr)
+				return
+			}
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("enter namespace: %w", err)
 			return
 		}
@@ -166,9 +230,16 @@ func onThread(enter, fn func() error) error {
 	return <-errc
 }
 
-// Close unmounts and removes the namespace; the kernel frees it (and the
-// links in it) when nothing holds it any more.
+// Close unmounts and removes the namespace; the kernel frees it, with the
+// links in it (and their veth peers elsewhere), once nothing holds it any
+// more. A second Close does nothing.
 func (n *NS) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
 	err := unix.Unmount(n.path, unix.MNT_DETACH)
 	if rerr := os.Remove(n.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 		err = rerr
@@ -185,8 +256,7 @@ func VlanSupported() (bool, string) {
 	}
 	defer ns.Close()
 	var reason string
-	err = ns.Do(func() error { return probeVlan(&reason) })
-	if err != nil {
+	if err := ns.Do(func() error { return probeVlan(&reason) }); err != nil {
 		return false, err.Error()
 	}
 	return reason == "", reason

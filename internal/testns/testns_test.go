@@ -1,18 +1,56 @@
 package testns
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netns"
 )
+
+// fakeTB records what Require would do to a test.
+type fakeTB struct{ skipped, failed string }
+
+func (f *fakeTB) Helper()                        {}
+func (f *fakeTB) Skip(args ...any)               { f.skipped = fmt.Sprint(args...) }
+func (f *fakeTB) Fatalf(format string, a ...any) { f.failed = fmt.Sprintf(format, a...) }
+
+func TestGate(t *testing.T) {
+	why := errors.New("not root")
+	for _, tc := range []struct {
+		err          error
+		ci           bool
+		skip, failed bool
+	}{
+		{nil, false, false, false},
+		{nil, true, false, false},
+		{why, false, true, false},
+		{why, true, false, true},
+	} {
+		var f fakeTB
+		gate(&f, tc.err, tc.ci)
+		if (f.skipped != "") != tc.skip || (f.failed != "") != tc.failed {
+			t.Errorf("err=%v ci=%v: skipped %q failed %q", tc.err, tc.ci, f.skipped, f.failed)
+		}
+		if tc.failed && !strings.Contains(f.failed, "not root") {
+			t.Errorf("failure without the reason: %q", f.failed)
+		}
+	}
+}
 
 func TestNewIsolatedAndRemoved(t *testing.T) {
 	Require(t)
 	ns, err := New("vpccni-t")
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if !strings.HasPrefix(ns.Name(), "vpccni-t-") || ns.Path() != filepath.Join(Dir, ns.Name()) {
+		t.Fatalf("name %q path %q", ns.Name(), ns.Path())
 	}
 	if err := RefuseInitial(ns.Path()); err != nil {
 		t.Fatal(err)
@@ -22,16 +60,39 @@ func TestNewIsolatedAndRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inside.Close()
-	target, _ := netns.GetFromPath(ns.Path())
+	target, err := netns.GetFromPath(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer target.Close()
 	if !inside.Equal(target) {
 		t.Fatal("Do did not run inside the namespace")
 	}
+	// The caller's thread is where it was.
+	runtime.LockOSThread()
+	here, _ := netns.Get()
+	runtime.UnlockOSThread()
+	defer here.Close()
+	if here.Equal(target) {
+		t.Fatal("the calling thread was left in the namespace")
+	}
 	if err := ns.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := ns.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 	if _, err := os.Stat(ns.Path()); !os.IsNotExist(err) {
 		t.Fatalf("namespace file left behind: %v", err)
+	}
+}
+
+func TestTempIsRemoved(t *testing.T) {
+	Require(t)
+	var path string
+	t.Run("inner", func(t *testing.T) { path = Temp(t, "vpccni-temp").Path() })
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("Temp's namespace outlived its test: %v", err)
 	}
 }
 
@@ -42,8 +103,16 @@ func TestRefuseInitial(t *testing.T) {
 	if err := RefuseInitial("/proc/thread-self/ns/net"); err == nil {
 		t.Fatal("the initial namespace was accepted")
 	}
+	// PID 1's namespace is the initial one by definition, where readable.
+	if _, err := os.Stat("/proc/1/ns/net"); err == nil {
+		if err := RefuseInitial("/proc/1/ns/net"); err == nil {
+			t.Fatal("PID 1's namespace was accepted")
+		}
+	}
 }
 
+// TestVlanProbe: on this machine's kernel 802.1Q is absent, and the probe
+// must say so with a reason; elsewhere it may succeed.
 func TestVlanProbe(t *testing.T) {
 	Require(t)
 	ok, reason := VlanSupported()

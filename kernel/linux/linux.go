@@ -1,8 +1,16 @@
 // Package linux is kernel.API on the real kernel, through
 // vishvananda/netlink. Every handle is bound to one network namespace with
-// netlink.NewHandleAt, so no caller switches its thread's namespace; only
-// sysctls, which have no netlink form, are written from inside the
-// namespace on a locked thread.
+// netlink.NewHandleAt and keeps the namespace's file descriptor open until
+// Close, so no caller switches its thread's namespace; only sysctls, which
+// have no netlink form, are read and written from inside the namespace on
+// a thread of their own.
+//
+// Errors are the kernel's: netlink returns syscall.Errno values and they
+// are passed on unchanged (wrapped at most), except that netlink's
+// LinkNotFoundError becomes ENODEV and the few requests netlink itself
+// refuses with a plain string (an empty link name, mixed address
+// families) are refused here with EINVAL first, so errors.Is works the
+// same on the model and on Linux.
 package linux
 
 import (
@@ -11,19 +19,28 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/vpccni/vpccni/kernel"
 )
 
 // Opener opens handles on namespaces by path; "" is the calling thread's
-// current namespace.
+// current namespace (the node's, for the plugin and ipamd).
 type Opener struct{}
 
-// Open returns a handle on the namespace at path.
+// nsGetNSType is NS_GET_NSTYPE (_IO(0xb7, 0x3)): which kind of namespace
+// a namespace file is.
+const nsGetNSType = 0xb703
+
+// Open returns a handle on the namespace at path. A path that does not
+// exist, or is not a network namespace (a file left behind by an unmounted
+// bind mount, another kind of namespace), is an error wrapping
+// kernel.ErrNamespaceGone.
 func (Opener) Open(path string) (kernel.API, error) {
 	var ns netns.NsHandle
 	var err error
@@ -33,21 +50,16 @@ func (Opener) Open(path string) (kernel.API, error) {
 		runtime.UnlockOSThread()
 	} else {
 		ns, err = netns.GetFromPath(path)
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 			return nil, fmt.Errorf("open %s: %w", path, kernel.ErrNamespaceGone)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open namespace %q: %w", path, err)
 	}
-	if path != "" {
-		var st syscall.Statfs_t
-		// A path that exists but is not a namespace file (a removed bind
-		// mount leaves an empty file) is a namespace that is gone.
-		if err := syscall.Fstatfs(int(ns), &st); err == nil && st.Type != nsfsMagic {
-			ns.Close()
-			return nil, fmt.Errorf("open %s: not a network namespace: %w", path, kernel.ErrNamespaceGone)
-		}
+	if t, err := unix.IoctlRetInt(int(ns), nsGetNSType); err != nil || t != unix.CLONE_NEWNET {
+		ns.Close()
+		return nil, fmt.Errorf("open %s: not a network namespace: %w", path, kernel.ErrNamespaceGone)
 	}
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
@@ -57,20 +69,54 @@ func (Opener) Open(path string) (kernel.API, error) {
 	return &Handle{nl: h, ns: ns, path: path}, nil
 }
 
-// nsfsMagic is NSFS_MAGIC: the filesystem of namespace files.
-const nsfsMagic = 0x6e736673
-
-// Handle is a kernel.API on one real namespace.
+// Handle is a kernel.API on one real namespace. It is safe for concurrent
+// use; after Close every method fails with EBADF.
 type Handle struct {
 	nl   *netlink.Handle
 	ns   netns.NsHandle
 	path string
+
+	mu     sync.RWMutex
+	closed bool
 }
 
 // Close releases the netlink sockets and the namespace file descriptor.
+// It is idempotent: a second Close must not close a descriptor number the
+// process has since reused.
 func (h *Handle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
 	h.nl.Close()
 	return h.ns.Close()
+}
+
+// use runs fn unless the handle is closed, and keeps Close out meanwhile.
+func (h *Handle) use(fn func() error) error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return fmt.Errorf("handle on %q is closed: %w", h.path, syscall.EBADF)
+	}
+	return fn()
+}
+
+// dumpRetries bounds the retries of a dump the kernel reports as
+// interrupted (NLM_F_DUMP_INTR: the table changed while it was read).
+const dumpRetries = 5
+
+func dump[T any](fn func() ([]T, error)) ([]T, error) {
+	var out []T
+	var err error
+	for i := 0; i < dumpRetries; i++ {
+		if out, err = fn(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return out, err
 }
 
 // notFound gives netlink's "link not found" the errno Linux uses.
@@ -82,94 +128,70 @@ func notFound(err error, what string) error {
 	return err
 }
 
+// checkName refuses an empty name with EINVAL (netlink refuses it with a
+// plain string). Long names go to the kernel, which answers ERANGE.
+func checkName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty link name: %w", syscall.EINVAL)
+	}
+	return nil
+}
+
 func toLink(l netlink.Link) kernel.Link {
 	a := l.Attrs()
 	k := kernel.Link{Index: a.Index, Name: a.Name, Kind: l.Type(), MTU: a.MTU, HardwareAddr: a.HardwareAddr,
 		Up: a.Flags&net.FlagUp != 0, ParentIndex: a.ParentIndex}
-	switch v := l.(type) {
-	case *netlink.Vlan:
+	if v, ok := l.(*netlink.Vlan); ok {
 		k.VlanID = v.VlanId
-	case *netlink.Device:
-		k.Kind = kernel.KindDevice
-		if a.Name == "lo" || a.EncapType == "loopback" {
-			k.Kind = kernel.KindLoopback
-		}
 	}
-	if a.EncapType == "loopback" {
+	if _, ok := l.(*netlink.Device); ok {
+		k.Kind = kernel.KindDevice
+	}
+	if a.EncapType == "loopback" || a.Flags&net.FlagLoopback != 0 {
 		k.Kind = kernel.KindLoopback
 	}
 	return k
 }
 
-func (h *Handle) LinkList() ([]kernel.Link, error) {
-	ls, err := h.nl.LinkList()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]kernel.Link, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, toLink(l))
-	}
-	return out, nil
-}
-
-func (h *Handle) LinkByName(name string) (kernel.Link, error) {
-	l, err := h.nl.LinkByName(name)
-	if err != nil {
-		return kernel.Link{}, notFound(err, name)
-	}
-	return toLink(l), nil
-}
-
-func (h *Handle) LinkByIndex(index int) (kernel.Link, error) {
-	l, err := h.nl.LinkByIndex(index)
-	if err != nil {
-		return kernel.Link{}, notFound(err, fmt.Sprintf("index %d", index))
-	}
-	return toLink(l), nil
-}
-
-func (h *Handle) AddVeth(s kernel.VethSpec) error {
-	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: s.Name, MTU: s.MTU, HardwareAddr: s.HardwareAddr},
-		PeerName: s.PeerName, PeerHardwareAddr: s.PeerHardwareAddr}
-	if s.PeerNamespace != nil {
-		p, ok := s.PeerNamespace.(*Handle)
-		if !ok {
-			return fmt.Errorf("veth peer namespace is not a kernel/linux handle: %w", syscall.EINVAL)
+func (h *Handle) LinkList() (out []kernel.Link, err error) {
+	err = h.use(func() error {
+		ls, err := dump(h.nl.LinkList)
+		for _, l := range ls {
+			out = append(out, toLink(l))
 		}
-		// The peer is created directly in the other namespace: no move
-		// afterwards, so a crash cannot leave it in the wrong one.
-		v.PeerNamespace = netlink.NsFd(int(p.ns))
-	}
-	return h.nl.LinkAdd(v)
+		return err
+	})
+	return out, err
 }
 
-func (h *Handle) AddVlan(s kernel.VlanSpec) error {
-	return h.nl.LinkAdd(&netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: s.Name, ParentIndex: s.ParentIndex, MTU: s.MTU,
-		HardwareAddr: s.HardwareAddr}, VlanId: s.VlanID})
+func (h *Handle) LinkByName(name string) (out kernel.Link, err error) {
+	err = h.use(func() error {
+		l, err := h.nl.LinkByName(name)
+		if err != nil {
+			return notFound(err, name)
+		}
+		out = toLink(l)
+		return nil
+	})
+	return out, err
 }
 
-func (h *Handle) AddBridge(name string, mtu int) error {
-	return h.nl.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}})
+func (h *Handle) LinkByIndex(index int) (out kernel.Link, err error) {
+	err = h.use(func() error {
+		l, err := h.link(index)
+		if err == nil {
+			out = toLink(l)
+		}
+		return err
+	})
+	return out, err
 }
 
-func (h *Handle) LinkDel(name string) error {
-	l, err := h.nl.LinkByName(name)
-	if err != nil {
-		return notFound(err, name)
-	}
-	return h.nl.LinkDel(l)
-}
-
-func (h *Handle) LinkSetUp(name string) error {
-	l, err := h.nl.LinkByName(name)
-	if err != nil {
-		return notFound(err, name)
-	}
-	return h.nl.LinkSetUp(l)
-}
-
+// link looks a link up by index (callers hold use).
 func (h *Handle) link(index int) (netlink.Link, error) {
+	if index <= 0 {
+		return nil, fmt.Errorf("link index %d: %w", index, syscall.ENODEV)
+	}
 	l, err := h.nl.LinkByIndex(index)
 	if err != nil {
 		return nil, notFound(err, fmt.Sprintf("index %d", index))
@@ -177,54 +199,78 @@ func (h *Handle) link(index int) (netlink.Link, error) {
 	return l, nil
 }
 
-func (h *Handle) AddrAdd(linkIndex int, addr *net.IPNet) error {
-	l, err := h.link(linkIndex)
-	if err != nil {
+// AddVeth creates the pair from this namespace with the peer created
+// directly in the peer's namespace (IFLA_NET_NS_FD): no move afterwards,
+// so a crash cannot leave the peer in the wrong one.
+func (h *Handle) AddVeth(s kernel.VethSpec) error {
+	if err := checkName(s.Name); err != nil {
 		return err
 	}
-	return h.nl.AddrAdd(l, &netlink.Addr{IPNet: addr})
-}
-
-func (h *Handle) AddrDel(linkIndex int, addr *net.IPNet) error {
-	l, err := h.link(linkIndex)
-	if err != nil {
+	if err := checkName(s.PeerName); err != nil {
 		return err
 	}
-	return h.nl.AddrDel(l, &netlink.Addr{IPNet: addr})
-}
-
-func (h *Handle) AddrList(linkIndex int, family kernel.Family) ([]kernel.Addr, error) {
-	var l netlink.Link
-	if linkIndex != 0 {
-		var err error
-		if l, err = h.link(linkIndex); err != nil {
-			return nil, err
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: s.Name, MTU: s.MTU, HardwareAddr: s.HardwareAddr},
+		PeerName: s.PeerName, PeerHardwareAddr: s.PeerHardwareAddr}
+	var peer *Handle
+	if s.PeerNamespace != nil {
+		p, ok := s.PeerNamespace.(*Handle)
+		if !ok {
+			return fmt.Errorf("veth peer namespace is a %T, not a kernel/linux handle: %w", s.PeerNamespace, syscall.EINVAL)
 		}
+		peer = p
 	}
-	as, err := h.nl.AddrList(l, int(family))
-	if err != nil {
-		return nil, err
+	if peer != nil && peer != h {
+		// A duplicate of the peer's descriptor, so the two handles' locks
+		// are never held together.
+		var fd int
+		if err := peer.use(func() error {
+			var err error
+			fd, err = unix.Dup(int(peer.ns))
+			return err
+		}); err != nil {
+			return fmt.Errorf("veth peer namespace: %w", err)
+		}
+		defer unix.Close(fd)
+		v.PeerNamespace = netlink.NsFd(fd)
 	}
-	out := make([]kernel.Addr, 0, len(as))
-	for _, a := range as {
-		out = append(out, kernel.Addr{LinkIndex: a.LinkIndex, IPNet: a.IPNet, Scope: kernel.Scope(a.Scope), Flags: a.Flags})
-	}
-	return out, nil
+	return h.use(func() error { return h.nl.LinkAdd(v) })
 }
 
-func (h *Handle) NeighSet(n kernel.Neigh) error {
-	return h.nl.NeighSet(&netlink.Neigh{LinkIndex: n.LinkIndex, IP: n.IP, HardwareAddr: n.HardwareAddr,
-		State: n.State, Family: int(kernel.FamilyOf(n.IP))})
+// AddVlan creates an 802.1Q link; the kernel's answer is returned as is
+// (EOPNOTSUPP on a kernel without 802.1Q, ENODEV for a missing parent).
+func (h *Handle) AddVlan(s kernel.VlanSpec) error {
+	if err := checkName(s.Name); err != nil {
+		return err
+	}
+	return h.use(func() error {
+		return h.nl.LinkAdd(&netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: s.Name, ParentIndex: s.ParentIndex, MTU: s.MTU,
+			HardwareAddr: s.HardwareAddr}, VlanId: s.VlanID})
+	})
 }
 
-func (h *Handle) NeighList(linkIndex int, family kernel.Family) ([]kernel.Neigh, error) {
-	ns, err := h.nl.NeighList(linkIndex, int(family))
-	if err != nil {
-		return nil, err
+func (h *Handle) AddBridge(name string, mtu int) error {
+	if err := checkName(name); err != nil {
+		return err
 	}
-	out := make([]kernel.Neigh, 0, len(ns))
-	for _, n := range ns {
-		out = append(out, kernel.Neigh{LinkIndex: n.LinkIndex, IP: n.IP, HardwareAddr: n.HardwareAddr, State: n.State})
-	}
-	return out, nil
+	return h.use(func() error { return h.nl.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}}) })
+}
+
+func (h *Handle) LinkDel(name string) error {
+	return h.use(func() error {
+		l, err := h.nl.LinkByName(name)
+		if err != nil {
+			return notFound(err, name)
+		}
+		return h.nl.LinkDel(l)
+	})
+}
+
+func (h *Handle) LinkSetUp(name string) error {
+	return h.use(func() error {
+		l, err := h.nl.LinkByName(name)
+		if err != nil {
+			return notFound(err, name)
+		}
+		return h.nl.LinkSetUp(l)
+	})
 }

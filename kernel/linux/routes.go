@@ -2,25 +2,47 @@ package linux
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
+	"net"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/vpccni/vpccni/kernel"
 )
 
-func toNLRoute(r kernel.Route) *netlink.Route {
+// toNLRoute maps a route to netlink's. Table 0 is main. A route with
+// neither destination nor gateway (a default route on a device) gets the
+// /0 of its Family, which netlink needs to send it. For a delete, scope 0
+// is sent as RT_SCOPE_NOWHERE, the kernel's "any scope" (netlink would
+// otherwise send universe, and deleting a scope-link route without
+// naming its scope would fail with ESRCH); protocol and type 0 are
+// already wildcards.
+func toNLRoute(r kernel.Route, del bool) (*netlink.Route, error) {
 	nr := &netlink.Route{Table: r.Table, Dst: r.Dst, Gw: r.Gw, LinkIndex: r.LinkIndex, Scope: netlink.Scope(r.Scope),
-		Src: r.Src, Priority: r.Priority, Family: int(r.Family)}
-	if nr.Table == 0 {
+		Src: r.Src, Priority: r.Priority, Protocol: netlink.RouteProtocol(r.Protocol), Type: r.Type}
+	if nr.Table == kernel.TableUnspec {
 		nr.Table = unix.RT_TABLE_MAIN
 	}
-	return nr
+	fam := r.Family
+	switch {
+	case r.Dst != nil && r.Dst.IP != nil:
+		fam = kernel.FamilyOf(r.Dst.IP)
+		if r.Gw != nil && kernel.FamilyOf(r.Gw) != fam {
+			return nil, fmt.Errorf("route to %s via %s mixes families: %w", r.Dst, r.Gw, syscall.EINVAL)
+		}
+	case r.Gw != nil:
+	case fam == kernel.FamilyV4:
+		nr.Dst = &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
+	case fam == kernel.FamilyV6:
+		nr.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+	default:
+		return nil, fmt.Errorf("route without destination, gateway or family: %w", syscall.EINVAL)
+	}
+	if del && r.Scope == kernel.ScopeUniverse {
+		nr.Scope = netlink.SCOPE_NOWHERE
+	}
+	return nr, nil
 }
 
 func fromNLRoute(r netlink.Route) kernel.Route {
@@ -29,155 +51,77 @@ func fromNLRoute(r netlink.Route) kernel.Route {
 			r.Dst = nil // netlink reports a default route as 0.0.0.0/0
 		}
 	}
+	fam := kernel.Family(r.Family)
+	if fam == kernel.FamilyAll {
+		if r.Dst != nil {
+			fam = kernel.FamilyOf(r.Dst.IP)
+		} else if r.Gw != nil {
+			fam = kernel.FamilyOf(r.Gw)
+		}
+	}
 	return kernel.Route{Table: r.Table, Dst: r.Dst, Gw: r.Gw, LinkIndex: r.LinkIndex, Scope: kernel.Scope(r.Scope),
-		Src: r.Src, Priority: r.Priority, Family: kernel.Family(r.Family), Protocol: int(r.Protocol), Type: r.Type}
+		Src: r.Src, Priority: r.Priority, Family: fam, Protocol: int(r.Protocol), Type: r.Type}
 }
 
-func (h *Handle) RouteAdd(r kernel.Route) error     { return h.nl.RouteAdd(toNLRoute(r)) }
-func (h *Handle) RouteReplace(r kernel.Route) error { return h.nl.RouteReplace(toNLRoute(r)) }
-func (h *Handle) RouteDel(r kernel.Route) error     { return h.nl.RouteDel(toNLRoute(r)) }
-
-// RouteList lists every route of a family in one table (0: all tables).
-func (h *Handle) RouteList(family kernel.Family, table int) ([]kernel.Route, error) {
-	rs, err := h.nl.RouteListFiltered(int(family), &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+func (h *Handle) routeOp(r kernel.Route, del bool, op func(*netlink.Route) error) error {
+	nr, err := toNLRoute(r, del)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]kernel.Route, 0, len(rs))
-	for _, r := range rs {
-		if r.Family == 0 {
-			if r.Dst != nil {
-				r.Family = int(kernel.FamilyOf(r.Dst.IP))
-			} else if r.Gw != nil {
-				r.Family = int(kernel.FamilyOf(r.Gw))
+	return h.use(func() error { return op(nr) })
+}
+
+func (h *Handle) RouteAdd(r kernel.Route) error     { return h.routeOp(r, false, h.nl.RouteAdd) }
+func (h *Handle) RouteReplace(r kernel.Route) error { return h.routeOp(r, false, h.nl.RouteReplace) }
+func (h *Handle) RouteDel(r kernel.Route) error     { return h.routeOp(r, true, h.nl.RouteDel) }
+
+// Route types the kernel makes by itself that kernel.Route does not model:
+// broadcast and anycast entries of the local table, IPv6 multicast.
+var hiddenTypes = map[int]bool{unix.RTN_BROADCAST: true, unix.RTN_ANYCAST: true, unix.RTN_MULTICAST: true}
+
+// RouteList lists the routes of a family in one table (0: every table)
+// with Table and Family filled in. Broadcast, anycast and multicast
+// entries are left out (the model has none); local-table local routes
+// are kept.
+func (h *Handle) RouteList(family kernel.Family, table int) (out []kernel.Route, err error) {
+	err = h.use(func() error {
+		rs, err := dump(func() ([]netlink.Route, error) {
+			return h.nl.RouteListFiltered(int(family), &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+		})
+		for _, r := range rs {
+			if !hiddenTypes[r.Type] {
+				out = append(out, fromNLRoute(r))
 			}
 		}
-		out = append(out, fromNLRoute(r))
-	}
-	return out, nil
-}
-
-// RouteGet is `ip route get`: an input lookup when IifName is set (which
-// needs forwarding enabled in the namespace), else an output lookup.
-func (h *Handle) RouteGet(q kernel.RouteQuery) (kernel.RouteResult, error) {
-	opt := &netlink.RouteGetOptions{SrcAddr: q.Src, Iif: q.IifName}
-	rs, err := h.nl.RouteGetWithOptions(q.Dst, opt)
-	if err != nil {
-		return kernel.RouteResult{}, err
-	}
-	if len(rs) == 0 {
-		return kernel.RouteResult{}, fmt.Errorf("no route to %s: %w", q.Dst, unix.ENETUNREACH)
-	}
-	res := kernel.RouteResult{Table: rs[0].Table, LinkIndex: rs[0].LinkIndex, Gw: rs[0].Gw, RulePrio: -1}
-	if l, err := h.nl.LinkByIndex(rs[0].LinkIndex); err == nil {
-		res.LinkName = l.Attrs().Name
-	}
-	return res, nil
-}
-
-func toNLRule(r kernel.Rule) *netlink.Rule {
-	nr := netlink.NewRule()
-	// Zero fields are wildcards in RuleDel, as in the kernel: netlink omits
-	// a priority of -1, and table 0 is RT_TABLE_UNSPEC.
-	if r.Priority != 0 {
-		nr.Priority = r.Priority
-	}
-	nr.Family, nr.Src, nr.Dst, nr.IifName, nr.OifName, nr.Table = int(r.Family), r.Src, r.Dst, r.IifName, r.OifName, r.Table
-	if nr.Family == 0 {
-		if r.Src != nil {
-			nr.Family = int(kernel.FamilyOf(r.Src.IP))
-		} else if r.Dst != nil {
-			nr.Family = int(kernel.FamilyOf(r.Dst.IP))
-		}
-	}
-	if r.Mark != 0 {
-		nr.Mark = r.Mark
-	}
-	if r.Mask != 0 {
-		m := r.Mask
-		nr.Mask = &m
-	}
-	return nr
-}
-
-func (h *Handle) RuleAdd(r kernel.Rule) error { return h.nl.RuleAdd(toNLRule(r)) }
-func (h *Handle) RuleDel(r kernel.Rule) error { return h.nl.RuleDel(toNLRule(r)) }
-
-func (h *Handle) RuleList(family kernel.Family) ([]kernel.Rule, error) {
-	rs, err := h.nl.RuleList(int(family))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]kernel.Rule, 0, len(rs))
-	for _, r := range rs {
-		if r.Family != unix.AF_INET && r.Family != unix.AF_INET6 {
-			continue // the multicast-routing families' rules are not ours
-		}
-		k := kernel.Rule{Priority: r.Priority, Family: kernel.Family(r.Family), Src: r.Src, Dst: r.Dst, IifName: r.IifName,
-			OifName: r.OifName, Table: r.Table, Mark: r.Mark}
-		if r.Mask != nil && (*r.Mask != 0xffffffff || r.Mark != 0) {
-			k.Mask = *r.Mask
-		}
-		if k.Priority < 0 {
-			k.Priority = 0
-		}
-		out = append(out, k)
-	}
-	return out, nil
-}
-
-// sysctlPath validates a key (no "..", no absolute path) and maps it.
-func sysctlPath(key string) (string, error) {
-	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "..") {
-		return "", fmt.Errorf("sysctl key %q: %w", key, unix.EINVAL)
-	}
-	return filepath.Join("/proc/sys", key), nil
-}
-
-// inNS runs fn with the calling thread inside the handle's namespace.
-// /proc/sys/net shows the namespace of the thread that opens it.
-func (h *Handle) inNS(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if orig.Equal(h.ns) {
-		return fn()
-	}
-	if err := netns.Set(h.ns); err != nil {
-		return err
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// A thread stuck in the wrong namespace must never run anything
-		// else: keep it locked so the runtime discards it.
-		runtime.LockOSThread()
-		return fmt.Errorf("restore namespace: %w", err)
-	}
-	return ferr
-}
-
-func (h *Handle) SysctlSet(key, value string) error {
-	p, err := sysctlPath(key)
-	if err != nil {
-		return err
-	}
-	return h.inNS(func() error { return os.WriteFile(p, []byte(value), 0o644) })
-}
-
-func (h *Handle) SysctlGet(key string) (string, error) {
-	p, err := sysctlPath(key)
-	if err != nil {
-		return "", err
-	}
-	var v string
-	err = h.inNS(func() error {
-		b, err := os.ReadFile(p)
-		v = strings.TrimSpace(string(b))
 		return err
 	})
-	return v, err
+	return out, err
+}
+
+// RouteGet is `ip route get`: an input lookup when IifName is set (for
+// IPv4 the kernel then wants a source, and forwarding on that link), else
+// an output lookup. RulePrio is -1: the kernel does not say which rule
+// chose the table.
+func (h *Handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err error) {
+	if q.Dst == nil {
+		return res, fmt.Errorf("route get without destination: %w", syscall.EINVAL)
+	}
+	if q.Src != nil && kernel.FamilyOf(q.Src) != kernel.FamilyOf(q.Dst) {
+		return res, fmt.Errorf("route get from %s to %s mixes families: %w", q.Src, q.Dst, syscall.EINVAL)
+	}
+	err = h.use(func() error {
+		rs, err := h.nl.RouteGetWithOptions(q.Dst, &netlink.RouteGetOptions{SrcAddr: q.Src, Iif: q.IifName})
+		if err != nil {
+			return notFound(err, q.IifName)
+		}
+		if len(rs) == 0 {
+			return fmt.Errorf("no route to %s: %w", q.Dst, syscall.ENETUNREACH)
+		}
+		res = kernel.RouteResult{Table: rs[0].Table, LinkIndex: rs[0].LinkIndex, Gw: rs[0].Gw, RulePrio: -1}
+		if l, err := h.nl.LinkByIndex(rs[0].LinkIndex); err == nil {
+			res.LinkName = l.Attrs().Name
+		}
+		return nil
+	})
+	return res, err
 }

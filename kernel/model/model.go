@@ -1,15 +1,32 @@
 // Package model is an in-memory model of Linux networking that implements
-// kernel.API. The scenario harness runs on it: it is fast, needs no root
-// and can be inspected at any moment.
+// kernel.API. The scenario harness runs on it: it is fast, needs no root,
+// is safe for concurrent use (one mutex per Kernel) and can be inspected
+// or cloned at any moment.
 //
-// Its semantics follow Linux where they matter for leaks: deleting a
-// namespace deletes its links and their veth peers; deleting a link deletes
-// its routes, addresses, neighbours and VLAN children; rules survive the
-// deletion of the device they name (that is why rules leak and routes do
-// not); a duplicate add is EEXIST, a delete of something missing is ENOENT
-// (rules), ESRCH (routes) or ENODEV (links); names over 15 bytes are
-// ERANGE (as Linux answers, measured); route lookups walk the rules by priority and take the longest
-// prefix. The real-kernel tests compare it with Linux.
+// Its semantics follow Linux where they matter for leaks, and were
+// measured on a real kernel (6.x) by the kernel/linux tests, which run the
+// same operations on both and compare errnos and dumps:
+//
+//   - deleting a namespace deletes its links and their veth peers in other
+//     namespaces; deleting a link deletes its routes (every table), its
+//     addresses, neighbours and sysctls, its VLAN children and its veth
+//     peer; rules survive the deletion of the device they name, which is
+//     why rules leak and routes do not;
+//   - a duplicate add is EEXIST; deleting a missing rule is ENOENT, a
+//     missing route ESRCH, a missing address EADDRNOTAVAIL, a missing link
+//     ENODEV; a link name over 15 bytes is ERANGE, an empty one EINVAL;
+//   - an address brings its local-table route and, once its link is up,
+//     its connected route; deleting the last IPv4 address of a link flushes
+//     the link's IPv4 routes and neighbours, as Linux does;
+//   - RouteGet walks the rules by priority, then takes the longest prefix.
+//
+// What is not modelled: IPv6 DAD (addresses are never tentative),
+// automatic IPv6 link-local addresses and their fe80::/64 routes,
+// broadcast and multicast routes of the local table, rp_filter, TOS,
+// multipath, carrier (a veth is usable as soon as it is up), bridge
+// ports, and Linux moving physical devices of a deleted namespace back to
+// the initial one (the model deletes them with the namespace). For
+// addresses in 127.0.0.0/8 RouteGet says table 255 where Linux says 254.
 package model
 
 import (
@@ -35,21 +52,30 @@ type netns struct {
 	nextIndex int
 	addrs     []kernel.Addr
 	routes    []kernel.Route
-	rules     []kernel.Rule // kept in priority order, ties in insertion order
+	rules     []kernel.Rule // in priority order, ties in insertion order
 	neighs    []kernel.Neigh
-	sysctl    map[string]string
+	sysctl    map[string]string // namespace-wide keys written (see sysctl.go)
+	// tables that exist (a route was added, or a rule allocated it): an
+	// IPv4 rule added without a table gets the first free id.
+	tables map[int]bool
 }
 
 type link struct {
 	kernel.Link
-	peerNS *netns // veth: the peer's namespace
+	peerNS *netns // veth: the namespace of the peer
+	// sysctl holds the link's keys that differ from the defaults, by
+	// "ipv4/conf/<leaf>"; explicit the IPv4 conf leaves written directly,
+	// which Linux no longer updates from conf/default.
+	sysctl   map[string]string
+	explicit map[string]bool
 }
 
-// New returns an empty machine.
+// New returns a machine without namespaces.
 func New() *Kernel { return &Kernel{ns: map[string]*netns{}} }
 
-// AddNamespace creates a namespace holding a down loopback and the
-// default rules of both families.
+// AddNamespace creates a namespace holding lo (index 1, down; 127.0.0.1/8
+// and ::1 appear when it is set up) and the default rules: IPv4 0 local,
+// 32766 main, 32767 default; IPv6 0 local, 32766 main.
 func (k *Kernel) AddNamespace(path string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -59,8 +85,9 @@ func (k *Kernel) AddNamespace(path string) error {
 	if _, ok := k.ns[path]; ok {
 		return fmt.Errorf("namespace %s: %w", path, syscall.EEXIST)
 	}
-	n := &netns{path: path, links: map[int]*link{}, nextIndex: 1, sysctl: map[string]string{}}
-	n.addLink(&link{Link: kernel.Link{Name: "lo", Kind: kernel.KindLoopback, MTU: 65536, HardwareAddr: make(net.HardwareAddr, 6)}})
+	n := &netns{path: path, links: map[int]*link{}, nextIndex: 1, sysctl: map[string]string{},
+		tables: map[int]bool{kernel.TableMain: true, kernel.TableLocal: true}}
+	n.addLink(&link{Link: kernel.Link{Name: "lo", Kind: kernel.KindLoopback, MTU: 65536}})
 	for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
 		n.rules = append(n.rules, kernel.Rule{Priority: 0, Family: f, Table: kernel.TableLocal},
 			kernel.Rule{Priority: 32766, Family: f, Table: kernel.TableMain})
@@ -72,8 +99,9 @@ func (k *Kernel) AddNamespace(path string) error {
 }
 
 // DeleteNamespace removes a namespace and everything in it, including the
-// veth peers its links had in other namespaces. Rules, being per
-// namespace, go with it.
+// veth peers its links had in other namespaces (with their routes,
+// addresses and neighbours). Handles on it fail with ErrNamespaceGone from
+// then on, even if a namespace with the same path is created again.
 func (k *Kernel) DeleteNamespace(path string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -102,7 +130,7 @@ func (k *Kernel) HasNamespace(path string) bool {
 func (k *Kernel) Namespaces() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []string
+	out := make([]string, 0, len(k.ns))
 	for p := range k.ns {
 		out = append(out, p)
 	}
@@ -110,12 +138,16 @@ func (k *Kernel) Namespaces() []string {
 	return out
 }
 
-// Open returns a handle on a namespace.
+// Open returns a handle bound to the namespace now at path; an unknown path
+// is an error wrapping kernel.ErrNamespaceGone.
 func (k *Kernel) Open(path string) (kernel.API, error) {
-	if !k.HasNamespace(path) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n, ok := k.ns[path]
+	if !ok {
 		return nil, fmt.Errorf("open %s: %w", path, kernel.ErrNamespaceGone)
 	}
-	return &handle{k: k, path: path}, nil
+	return &handle{k: k, path: path, n: n}, nil
 }
 
 // Opener returns an Opener whose empty path is nodePath: the namespace the
@@ -134,7 +166,8 @@ func (o opener) Open(path string) (kernel.API, error) {
 	return o.k.Open(path)
 }
 
-// AddDevice creates a stand-in for a physical NIC (an ENI), down.
+// AddDevice creates a stand-in for a physical NIC (an ENI), down, of Kind
+// "device". mtu 0 is 1500; mac nil gets a generated address.
 func (k *Kernel) AddDevice(nsPath, name string, mtu int, mac net.HardwareAddr) (int, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -145,96 +178,78 @@ func (k *Kernel) AddDevice(nsPath, name string, mtu int, mac net.HardwareAddr) (
 	if err := n.checkNewName(name); err != nil {
 		return 0, err
 	}
+	if mtu == 0 {
+		mtu = 1500
+	}
+	if err := checkMTU(mtu); err != nil {
+		return 0, err
+	}
 	l := &link{Link: kernel.Link{Name: name, Kind: kernel.KindDevice, MTU: mtu, HardwareAddr: k.mac(mac)}}
 	n.addLink(l)
 	return l.Index, nil
 }
 
-// mac returns the given address or a fresh locally administered one.
+// Clone returns a deep copy of the machine, for snapshots: the copy shares
+// nothing with the original, and handles opened on one do not reach the
+// other.
+func (k *Kernel) Clone() *Kernel {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := &Kernel{ns: make(map[string]*netns, len(k.ns)), macSeq: k.macSeq}
+	remap := make(map[*netns]*netns, len(k.ns))
+	for p, n := range k.ns {
+		m := &netns{path: n.path, links: make(map[int]*link, len(n.links)), nextIndex: n.nextIndex,
+			sysctl: make(map[string]string, len(n.sysctl)), tables: make(map[int]bool, len(n.tables))}
+		for _, a := range n.addrs {
+			m.addrs = append(m.addrs, copyAddr(a))
+		}
+		for _, r := range n.routes {
+			m.routes = append(m.routes, copyRoute(r))
+		}
+		for _, r := range n.rules {
+			m.rules = append(m.rules, copyRule(r))
+		}
+		for _, nb := range n.neighs {
+			m.neighs = append(m.neighs, copyNeigh(nb))
+		}
+		for key, v := range n.sysctl {
+			m.sysctl[key] = v
+		}
+		for t := range n.tables {
+			m.tables[t] = true
+		}
+		c.ns[p] = m
+		remap[n] = m
+	}
+	for p, n := range k.ns {
+		m := c.ns[p]
+		for i, l := range n.links {
+			c := &link{Link: copyLink(l.Link), peerNS: remap[l.peerNS]}
+			if l.sysctl != nil {
+				c.sysctl = make(map[string]string, len(l.sysctl))
+				for key, v := range l.sysctl {
+					c.sysctl[key] = v
+				}
+			}
+			if l.explicit != nil {
+				c.explicit = make(map[string]bool, len(l.explicit))
+				for key, v := range l.explicit {
+					c.explicit[key] = v
+				}
+			}
+			m.links[i] = c
+		}
+	}
+	return c
+}
+
+// mac returns a copy of the given address or a fresh locally administered
+// one, unique within the machine.
 func (k *Kernel) mac(m net.HardwareAddr) net.HardwareAddr {
-	if len(m) == 6 {
-		return append(net.HardwareAddr(nil), m...)
+	if len(m) != 0 {
+		return cloneMAC(m)
 	}
 	k.macSeq++
 	s := k.macSeq
 	return net.HardwareAddr{0x0a, 0x58, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
-}
-
-func (n *netns) addLink(l *link) {
-	l.Index = n.nextIndex
-	n.nextIndex++
-	n.links[l.Index] = l
-}
-
-func (n *netns) indexes() []int {
-	var idx []int
-	for i := range n.links {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	return idx
-}
-
-func (n *netns) byName(name string) *link {
-	for _, l := range n.links {
-		if l.Name == name {
-			return l
-		}
-	}
-	return nil
-}
-
-func (n *netns) checkNewName(name string) error {
-	// Linux answers ERANGE for a name over IFNAMSIZ-1 (the netlink
-	// attribute is too long) and EINVAL for an empty one: measured by the
-	// kernel/linux tests.
-	if len(name) > kernel.MaxLinkNameLen {
-		return fmt.Errorf("link name %q: %w", name, syscall.ERANGE)
-	}
-	if name == "" {
-		return fmt.Errorf("link name %q: %w", name, syscall.EINVAL)
-	}
-	if n.byName(name) != nil {
-		return fmt.Errorf("link %s: %w", name, syscall.EEXIST)
-	}
-	return nil
-}
-
-// delLink removes a link with everything that depends on it: its routes,
-// addresses, neighbours and sysctls, its VLAN children, and its veth peer.
-// Rules are left alone, as Linux does.
-func (n *netns) delLink(l *link) {
-	if _, ok := n.links[l.Index]; !ok {
-		return
-	}
-	delete(n.links, l.Index)
-	n.routes = filter(n.routes, func(r kernel.Route) bool { return r.LinkIndex != l.Index })
-	n.addrs = filter(n.addrs, func(a kernel.Addr) bool { return a.LinkIndex != l.Index })
-	n.neighs = filter(n.neighs, func(nb kernel.Neigh) bool { return nb.LinkIndex != l.Index })
-	for key := range n.sysctl {
-		if ifaceOfKey(key) == l.Name {
-			delete(n.sysctl, key)
-		}
-	}
-	for _, c := range n.links {
-		if c.Kind == kernel.KindVlan && c.ParentIndex == l.Index {
-			n.delLink(c)
-		}
-	}
-	if l.Kind == kernel.KindVeth && l.peerNS != nil {
-		if p, ok := l.peerNS.links[l.ParentIndex]; ok {
-			p.peerNS = nil // stop the recursion
-			l.peerNS.delLink(p)
-		}
-	}
-}
-
-func filter[T any](xs []T, keep func(T) bool) []T {
-	out := xs[:0]
-	for _, x := range xs {
-		if keep(x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -2,37 +2,158 @@ package model
 
 import (
 	"fmt"
-	"net"
+	"sort"
 	"syscall"
 
 	"github.com/vpccni/vpccni/kernel"
 )
 
-// normRoute fills what the kernel fills: main for table 0, the family, the
-// default IPv6 metric.
-func normRoute(r kernel.Route) (kernel.Route, error) {
+// normRoute fills in what the kernel and netlink fill in. For an add:
+// table 0 is main, an IPv6 metric 0 is 1024, protocol 0 is boot (what
+// netlink sends), type 0 unicast, IPv6 scope universe (the kernel keeps
+// none). For a delete zero fields stay zero: they are wildcards.
+func normRoute(r kernel.Route, del bool) (kernel.Route, error) {
+	r = copyRoute(r)
 	if r.Table == kernel.TableUnspec {
 		r.Table = kernel.TableMain
 	}
+	if isUnspecified(r.Gw) {
+		r.Gw = nil
+	}
+	if isUnspecified(r.Src) {
+		r.Src = nil
+	}
 	switch {
-	case r.Dst != nil:
+	case r.Dst != nil && r.Dst.IP != nil:
 		r.Family = familyOfNet(r.Dst)
-		r.Dst = masked(r.Dst)
+		if r.Gw != nil && kernel.FamilyOf(r.Gw) != r.Family {
+			return r, fmt.Errorf("route to %s via %s mixes families: %w", r.Dst, r.Gw, syscall.EINVAL)
+		}
 	case r.Gw != nil:
 		r.Family = kernel.FamilyOf(r.Gw)
-	case r.Family == kernel.FamilyAll:
+	case r.Family != kernel.FamilyV4 && r.Family != kernel.FamilyV6:
 		return r, fmt.Errorf("route without destination, gateway or family: %w", syscall.EINVAL)
 	}
-	if r.Gw != nil && r.Gw.To4() != nil {
-		r.Gw = r.Gw.To4()
+	if r.Dst != nil && r.Dst.IP != nil && hasHostBits(r.Dst) {
+		if r.Family == kernel.FamilyV4 {
+			return r, fmt.Errorf("route to %s: host bits set: %w", r.Dst, syscall.EINVAL)
+		}
+		r.Dst = masked(r.Dst)
 	}
-	if r.Family == kernel.FamilyV6 && r.Priority == 0 {
-		r.Priority = 1024
+	r.Dst = defaultNet(r.Dst)
+	if del {
+		return r, nil
+	}
+	if r.Family == kernel.FamilyV6 {
+		r.Scope = kernel.ScopeUniverse
+		if r.Priority == 0 {
+			r.Priority = 1024
+		}
+	}
+	if r.Protocol == 0 {
+		r.Protocol = protoBoot
 	}
 	if r.Type == 0 {
 		r.Type = kernel.RouteTypeUnicast
 	}
 	return r, nil
+}
+
+// checkNexthop4 is fib_check_nh for IPv4. A gateway must be reachable by
+// a route of at least link scope (in the route's table, else through the
+// rules), on the given device if there is one; the device, found that way
+// when not given, must be up (ENETDOWN). Without a gateway the device must
+// exist (ENODEV) and, unless the route is host scope, be up. A preferred
+// source must be an address of the namespace (EINVAL).
+func (n *netns) checkNexthop4(r *kernel.Route) error {
+	if r.Gw != nil {
+		if r.Scope >= kernel.ScopeHost {
+			return fmt.Errorf("host-scope route with a gateway: %w", syscall.EINVAL)
+		}
+		fl := flow{dst: r.Gw, iif: loIndex, oif: r.LinkIndex, minScope: max(r.Scope+1, kernel.ScopeLink)}
+		var via kernel.Route
+		found := false
+		if r.Table != kernel.TableMain && n.tables[r.Table] {
+			via, found = n.tableLookup(r.Table, kernel.FamilyV4, fl)
+		}
+		if !found {
+			via, _, found = n.policyLookup(kernel.FamilyV4, fl)
+		}
+		if !found {
+			return fmt.Errorf("gateway %s unreachable: %w", r.Gw, syscall.ENETUNREACH)
+		}
+		if via.Type != kernel.RouteTypeUnicast && via.Type != kernel.RouteTypeLocal {
+			return fmt.Errorf("gateway %s: %w", r.Gw, syscall.EINVAL)
+		}
+		r.LinkIndex = via.LinkIndex
+		if l, ok := n.links[r.LinkIndex]; !ok || !l.Up {
+			return fmt.Errorf("gateway %s: device for nexthop is not up: %w", r.Gw, syscall.ENETDOWN)
+		}
+	} else {
+		l, ok := n.links[r.LinkIndex]
+		if !ok {
+			return noIndex(r.LinkIndex)
+		}
+		if !l.Up && r.Scope != kernel.ScopeHost {
+			return fmt.Errorf("device %s for nexthop is not up: %w", l.Name, syscall.ENETDOWN)
+		}
+	}
+	if r.Src != nil && !(r.Type == kernel.RouteTypeLocal && r.Dst != nil && r.Src.Equal(r.Dst.IP)) && !n.hasLocal(r.Src) {
+		return fmt.Errorf("preferred source %s is not local: %w", r.Src, syscall.EINVAL)
+	}
+	return nil
+}
+
+// checkNexthop6 is fib6_nh_init and ip6_validate_gw: ENODEV for a missing
+// device; a gateway may not be a local address (EINVAL); a link-local
+// gateway needs a device (EINVAL); any other must be on-link through a
+// route without gateway, on the given device (EHOSTUNREACH); the device
+// may not be lo (EINVAL), must have IPv6 (EACCES) and be up (ENETDOWN).
+func (n *netns) checkNexthop6(r *kernel.Route) error {
+	if _, ok := n.links[r.LinkIndex]; r.LinkIndex != 0 && !ok {
+		return noIndex(r.LinkIndex)
+	}
+	if r.Gw != nil {
+		if n.hasLocal(r.Gw) {
+			return fmt.Errorf("gateway %s is a local address: %w", r.Gw, syscall.EINVAL)
+		}
+		if !r.Gw.IsLinkLocalUnicast() {
+			fl := flow{dst: r.Gw, oif: r.LinkIndex}
+			via, found := kernel.Route{}, false
+			if n.tables[r.Table] {
+				via, found = n.tableLookup(r.Table, kernel.FamilyV6, fl)
+				found = found && via.Gw == nil
+			}
+			if !found {
+				via, _, found = n.policyLookup(kernel.FamilyV6, fl)
+				found = found && via.Gw == nil
+			}
+			if !found || (r.LinkIndex != 0 && via.LinkIndex != r.LinkIndex) {
+				return fmt.Errorf("gateway %s not on-link: %w", r.Gw, syscall.EHOSTUNREACH)
+			}
+			r.LinkIndex = via.LinkIndex
+		}
+		if r.LinkIndex == 0 {
+			return fmt.Errorf("gateway %s: egress device not specified: %w", r.Gw, syscall.EINVAL)
+		}
+		if n.links[r.LinkIndex].Kind == kernel.KindLoopback {
+			return fmt.Errorf("gateway %s: egress device can not be lo: %w", r.Gw, syscall.EINVAL)
+		}
+	}
+	l, ok := n.links[r.LinkIndex]
+	if !ok {
+		return noIndex(r.LinkIndex)
+	}
+	if n.ipv6Disabled(l.Name) {
+		return fmt.Errorf("IPv6 is disabled on %s: %w", l.Name, syscall.EACCES)
+	}
+	if !l.Up {
+		return fmt.Errorf("nexthop device %s is not up: %w", l.Name, syscall.ENETDOWN)
+	}
+	if r.Src != nil && !n.hasLocal(r.Src) {
+		return fmt.Errorf("preferred source %s is not local: %w", r.Src, syscall.EINVAL)
+	}
+	return nil
 }
 
 // findRoute returns the index of the route with the same key (table,
@@ -46,41 +167,32 @@ func (n *netns) findRoute(r kernel.Route) int {
 	return -1
 }
 
-// checkRoute: the device must exist, and a gateway must be reachable on it
-// (Linux's nexthop check: a link-scope route or an address prefix on the
-// device covers it; IPv6 link-local gateways are always on-link).
-func (n *netns) checkRoute(r kernel.Route) error {
-	if _, ok := n.links[r.LinkIndex]; !ok {
-		return noLink(fmt.Sprintf("index %d", r.LinkIndex))
-	}
-	if r.Gw == nil || (r.Family == kernel.FamilyV6 && r.Gw.IsLinkLocalUnicast()) {
-		return nil
-	}
-	for _, e := range n.routes {
-		if (e.Table == r.Table || e.Table == kernel.TableMain) && e.LinkIndex == r.LinkIndex && e.Gw == nil &&
-			e.Dst != nil && e.Dst.Contains(r.Gw) && e.Type == kernel.RouteTypeUnicast {
-			return nil
-		}
-	}
-	return fmt.Errorf("gateway %s not reachable on ifindex %d: %w", r.Gw, r.LinkIndex, syscall.ENETUNREACH)
-}
-
+// RouteAdd adds a route: the checks above, then EEXIST for a route with
+// the same table, destination and metric.
 func (h *handle) RouteAdd(r kernel.Route) error { return h.addRoute(r, false) }
 
+// RouteReplace replaces the route with the same table, destination and
+// metric, or adds it.
 func (h *handle) RouteReplace(r kernel.Route) error { return h.addRoute(r, true) }
 
 func (h *handle) addRoute(r kernel.Route, replace bool) error {
-	r, err := normRoute(r)
+	r, err := normRoute(r, false)
 	if err != nil {
 		return err
 	}
 	return h.with(func(n *netns) error {
-		if err := n.checkRoute(r); err != nil {
+		n.tables[r.Table] = true // Linux creates the table before it checks the route
+		if r.Family == kernel.FamilyV4 {
+			err = n.checkNexthop4(&r)
+		} else {
+			err = n.checkNexthop6(&r)
+		}
+		if err != nil {
 			return err
 		}
 		if i := n.findRoute(r); i >= 0 {
 			if !replace {
-				return fmt.Errorf("route %s table %d: %w", dstString(r), r.Table, syscall.EEXIST)
+				return fmt.Errorf("route %s table %s: %w", dstString(r), kernel.TableString(r.Table), syscall.EEXIST)
 			}
 			n.routes[i] = r
 			return nil
@@ -97,48 +209,58 @@ func dstString(r kernel.Route) string {
 	return r.Dst.String()
 }
 
-// RouteDel deletes the first route with the same table, family and
-// destination that also matches the gateway, device, scope and metric
-// given (zero values are wildcards, as in the kernel).
+// RouteDel deletes the first route, lowest metric first, with the table,
+// family and destination given that also matches every other field set
+// (zero fields are wildcards): for IPv4 gateway, device, scope, preferred
+// source, metric, protocol and type, as fib_table_delete; for IPv6
+// gateway, device, metric and protocol, as ip6_route_del. ESRCH when none
+// (or when the table does not exist).
 func (h *handle) RouteDel(r kernel.Route) error {
-	r, err := normRoute(r)
+	r, err := normRoute(r, true)
 	if err != nil {
 		return err
 	}
-	given := r.Priority
-	if r.Family == kernel.FamilyV6 && given == 1024 {
-		given = 0 // the default metric normRoute filled in: a wildcard
-	}
 	return h.with(func(n *netns) error {
+		var cand []int
 		for i, e := range n.routes {
-			if e.Table != r.Table || e.Family != r.Family || !sameNet(e.Dst, r.Dst) {
+			if e.Table == r.Table && e.Family == r.Family && sameNet(e.Dst, r.Dst) {
+				cand = append(cand, i)
+			}
+		}
+		sort.SliceStable(cand, func(a, b int) bool { return n.routes[cand[a]].Priority < n.routes[cand[b]].Priority })
+		v4 := r.Family == kernel.FamilyV4
+		for _, i := range cand {
+			e := n.routes[i]
+			if (r.Gw != nil && !r.Gw.Equal(e.Gw)) || (r.LinkIndex != 0 && r.LinkIndex != e.LinkIndex) ||
+				(r.Priority != 0 && r.Priority != e.Priority) || (r.Protocol != 0 && r.Protocol != e.Protocol) {
 				continue
 			}
-			if (r.Gw != nil && !r.Gw.Equal(e.Gw)) || (r.LinkIndex != 0 && r.LinkIndex != e.LinkIndex) ||
-				(r.Scope != 0 && r.Scope != e.Scope) || (given != 0 && given != e.Priority) {
+			if v4 && ((r.Scope != 0 && r.Scope != e.Scope) || (r.Src != nil && !r.Src.Equal(e.Src)) || (r.Type != 0 && r.Type != e.Type)) {
 				continue
 			}
 			n.routes = append(n.routes[:i], n.routes[i+1:]...)
 			return nil
 		}
-		return fmt.Errorf("route %s table %d: %w", dstString(r), r.Table, syscall.ESRCH)
+		return fmt.Errorf("route %s table %s: %w", dstString(r), kernel.TableString(r.Table), syscall.ESRCH)
 	})
 }
 
-// RouteList lists the routes of a family (FamilyAll: both) in a table
-// (0: every table, local included).
+// RouteList lists the routes of a family (FamilyAll: both, IPv4 first) in
+// a table (0: every table, local included), by table then age.
 func (h *handle) RouteList(family kernel.Family, table int) (out []kernel.Route, err error) {
 	err = h.with(func(n *netns) error {
 		for _, r := range n.routes {
 			if (family == kernel.FamilyAll || r.Family == family) && (table == 0 || r.Table == table) {
-				c := r
-				if c.Dst != nil {
-					c.Dst = &net.IPNet{IP: c.Dst.IP, Mask: c.Dst.Mask}
-				}
-				out = append(out, c)
+				out = append(out, copyRoute(r))
 			}
 		}
 		return nil
+	})
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Family != out[j].Family {
+			return out[i].Family < out[j].Family
+		}
+		return out[i].Table < out[j].Table
 	})
 	return out, err
 }

@@ -8,25 +8,37 @@ import (
 	"github.com/vpccni/vpccni/kernel"
 )
 
+// normRule derives what netlink derives: the family from Src/Dst (EINVAL
+// when they differ), else Family, else IPv4 (netlink's default); a /0
+// selector is no selector; Mark without Mask gets the full mask. Src and
+// Dst keep their host bits, as the kernel keeps them.
 func normRule(r kernel.Rule) (kernel.Rule, error) {
+	r = copyRule(r)
+	r.Src, r.Dst = defaultNet(r.Src), defaultNet(r.Dst)
+	if r.Src != nil && r.Dst != nil && familyOfNet(r.Src) != familyOfNet(r.Dst) {
+		return r, fmt.Errorf("rule mixes families: %w", syscall.EINVAL)
+	}
 	switch {
 	case r.Src != nil:
 		r.Family = familyOfNet(r.Src)
 	case r.Dst != nil:
 		r.Family = familyOfNet(r.Dst)
+	case r.Family == kernel.FamilyAll:
+		r.Family = kernel.FamilyV4
 	}
-	if r.Src != nil && r.Dst != nil && familyOfNet(r.Src) != familyOfNet(r.Dst) {
-		return r, fmt.Errorf("rule mixes families: %w", syscall.EINVAL)
+	if r.Family != kernel.FamilyV4 && r.Family != kernel.FamilyV6 {
+		return r, fmt.Errorf("rule family %d: %w", r.Family, syscall.EAFNOSUPPORT)
 	}
-	if r.Src != nil {
-		r.Src = masked(r.Src)
+	if len(r.IifName) > kernel.MaxLinkNameLen || len(r.OifName) > kernel.MaxLinkNameLen {
+		return r, fmt.Errorf("rule interface name too long: %w", syscall.ERANGE)
 	}
-	if r.Dst != nil {
-		r.Dst = masked(r.Dst)
+	if r.Mark != 0 && r.Mask == 0 {
+		r.Mask = 0xffffffff
 	}
 	return r, nil
 }
 
+// sameRule is the kernel's rule_exists: every selector and the action.
 func sameRule(a, b kernel.Rule) bool {
 	return a.Priority == b.Priority && a.Family == b.Family && sameNet(a.Src, b.Src) && sameNet(a.Dst, b.Dst) &&
 		a.IifName == b.IifName && a.OifName == b.OifName && a.Table == b.Table && a.Mark == b.Mark && a.Mask == b.Mask
@@ -36,33 +48,53 @@ func (n *netns) sortRules() {
 	sort.SliceStable(n.rules, func(i, j int) bool { return n.rules[i].Priority < n.rules[j].Priority })
 }
 
-// RuleAdd adds a rule after the rules of the same priority (EEXIST for an
-// identical one). The interface it names need not exist, and the rule
-// outlives it, as in Linux.
+// defaultPref is fib_default_rule_pref: one below the priority of the
+// family's second rule when that is not 0 (with the default rules, 32765
+// for IPv6, and one below the first rule added after "0: lookup local").
+func (n *netns) defaultPref(fam kernel.Family) int {
+	seen := 0
+	for _, e := range n.rules {
+		if e.Family != fam {
+			continue
+		}
+		if seen++; seen == 2 {
+			if e.Priority > 0 {
+				return e.Priority - 1
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// RuleAdd adds a rule after the rules of the same priority; EEXIST for an
+// identical one. Priority 0 means "pick one" (see defaultPref). Table 0
+// gets a fresh, unused table for IPv4 (fib_empty_table) and is EINVAL for
+// IPv6, as Linux does. The interfaces a rule names need not exist, and
+// the rule outlives them.
 func (h *handle) RuleAdd(r kernel.Rule) error {
 	r, err := normRule(r)
 	if err != nil {
 		return err
 	}
-	if r.Family == kernel.FamilyAll {
-		return fmt.Errorf("rule without family: %w", syscall.EAFNOSUPPORT)
-	}
-	if r.Table == kernel.TableUnspec {
-		r.Table = kernel.TableMain
-	}
 	return h.with(func(n *netns) error {
 		if r.Priority == 0 {
-			// Linux picks one below the first non-zero priority.
-			for _, e := range n.rules {
-				if e.Family == r.Family && e.Priority > 0 {
-					r.Priority = e.Priority - 1
+			r.Priority = n.defaultPref(r.Family)
+		}
+		if r.Table == kernel.TableUnspec {
+			if r.Family == kernel.FamilyV6 {
+				return fmt.Errorf("IPv6 rule without table: %w", syscall.EINVAL)
+			}
+			for t := 1; ; t++ {
+				if !n.tables[t] {
+					r.Table, n.tables[t] = t, true
 					break
 				}
 			}
 		}
 		for _, e := range n.rules {
 			if sameRule(e, r) {
-				return fmt.Errorf("rule %d: %w", r.Priority, syscall.EEXIST)
+				return fmt.Errorf("rule %s: %w", kernel.RuleString(r), syscall.EEXIST)
 			}
 		}
 		n.rules = append(n.rules, r)
@@ -71,8 +103,10 @@ func (h *handle) RuleAdd(r kernel.Rule) error {
 	})
 }
 
-// RuleDel deletes the first rule (in priority order) that matches every
-// field the request sets, as fib_nl_delrule does.
+// RuleDel deletes the first rule of the family, in priority order, that
+// matches every field the request sets, as fib_nl_delrule's rule_find
+// does: Priority, Table, Src, Dst, IifName, OifName, Mark and Mask are
+// wildcards when zero. ENOENT when none matches.
 func (h *handle) RuleDel(r kernel.Rule) error {
 	r, err := normRule(r)
 	if err != nil {
@@ -80,24 +114,31 @@ func (h *handle) RuleDel(r kernel.Rule) error {
 	}
 	return h.with(func(n *netns) error {
 		for i, e := range n.rules {
-			if (r.Family != kernel.FamilyAll && e.Family != r.Family) || (r.Priority != 0 && e.Priority != r.Priority) ||
-				(r.Table != 0 && e.Table != r.Table) || (r.Src != nil && !sameNet(e.Src, r.Src)) ||
-				(r.Dst != nil && !sameNet(e.Dst, r.Dst)) || (r.IifName != "" && e.IifName != r.IifName) ||
-				(r.OifName != "" && e.OifName != r.OifName) || (r.Mark != 0 && e.Mark != r.Mark) {
+			if e.Family != r.Family || (r.Priority != 0 && e.Priority != r.Priority) || (r.Table != 0 && e.Table != r.Table) ||
+				(r.Src != nil && !sameNet(e.Src, r.Src)) || (r.Dst != nil && !sameNet(e.Dst, r.Dst)) ||
+				(r.IifName != "" && e.IifName != r.IifName) || (r.OifName != "" && e.OifName != r.OifName) ||
+				(r.Mark != 0 && e.Mark != r.Mark) || (r.Mask != 0 && e.Mask != r.Mask) {
 				continue
 			}
 			n.rules = append(n.rules[:i], n.rules[i+1:]...)
 			return nil
 		}
-		return fmt.Errorf("rule %d: %w", r.Priority, syscall.ENOENT)
+		return fmt.Errorf("rule %s: %w", kernel.RuleString(r), syscall.ENOENT)
 	})
 }
 
+// RuleList lists the rules of a family (FamilyAll: IPv4's, then IPv6's),
+// each in priority order.
 func (h *handle) RuleList(family kernel.Family) (out []kernel.Rule, err error) {
 	err = h.with(func(n *netns) error {
-		for _, r := range n.rules {
-			if family == kernel.FamilyAll || r.Family == family {
-				out = append(out, r)
+		for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
+			if family != kernel.FamilyAll && family != f {
+				continue
+			}
+			for _, r := range n.rules {
+				if r.Family == f {
+					out = append(out, copyRule(r))
+				}
 			}
 		}
 		return nil

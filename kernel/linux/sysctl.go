@@ -1,0 +1,101 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// sysctlPath validates a key (no "..", not absolute) and maps it under
+// /proc/sys.
+func sysctlPath(key string) (string, error) {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "..") {
+		return "", fmt.Errorf("sysctl key %q: %w", key, unix.EINVAL)
+	}
+	return filepath.Join("/proc/sys", key), nil
+}
+
+// inNS runs fn where /proc/sys/net shows the handle's namespace: directly
+// when the caller's thread is already in it, else on a new locked thread
+// that enters the namespace and leaves it again. A thread that cannot
+// leave exits still locked, so the runtime discards it and no goroutine
+// ever runs in a namespace it did not ask for.
+func (h *Handle) inNS(fn func() error) error {
+	return h.use(func() error {
+		runtime.LockOSThread()
+		cur, err := netns.Get()
+		runtime.UnlockOSThread()
+		if err != nil {
+			return err
+		}
+		same := cur.Equal(h.ns)
+		cur.Close()
+		if same {
+			return fn()
+		}
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			orig, err := netns.Get()
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer orig.Close()
+			if err := netns.Set(h.ns); err != nil {
+				errc <- fmt.Errorf("enter namespace %q: %w", h.path, err)
+				return
+			}
+			ferr := fn()
+			if err := netns.Set(orig); err != nil {
+				errc <- errors.Join(ferr, fmt.Errorf("leave namespace %q: %w", h.path, err))
+				return // still locked: the thread dies with the goroutine
+			}
+			runtime.UnlockOSThread()
+			errc <- ferr
+		}()
+		return <-errc
+	})
+}
+
+// SysctlSet writes /proc/sys/<key> in the handle's namespace. Errors are
+// the kernel's, wrapped in *fs.PathError: ENOENT for a key that does not
+// exist, EINVAL for a value it refuses, EACCES for a read-only key.
+func (h *Handle) SysctlSet(key, value string) error {
+	p, err := sysctlPath(key)
+	if err != nil {
+		return err
+	}
+	return h.inNS(func() error {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, werr := f.WriteString(value)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		return werr
+	})
+}
+
+// SysctlGet reads /proc/sys/<key> in the handle's namespace, trimmed.
+func (h *Handle) SysctlGet(key string) (string, error) {
+	p, err := sysctlPath(key)
+	if err != nil {
+		return "", err
+	}
+	var v string
+	err = h.inNS(func() error {
+		b, err := os.ReadFile(p)
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	return v, err
+}
