@@ -1,6 +1,7 @@
 package kernel_test
 
 import (
+	"github.com/vpccni/vpccni/internal/ktest"
 	"net"
 	"strings"
 	"testing"
@@ -9,21 +10,11 @@ import (
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
-func cidr(s string) *net.IPNet {
-	ip, n, err := net.ParseCIDR(s)
-	if err != nil {
-		panic(err)
-	}
-	n.IP = ip
-	return n
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// Shared helpers (internal/ktest).
+var (
+	cidr = ktest.Prefix
+	must = ktest.Must
+)
 
 // node builds a node namespace with a pod behind a veth, as the driver
 // does, and returns its handle.

@@ -11,9 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/internal/nsthread"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 
@@ -129,7 +129,7 @@ func New(prefix string) (*NS, error) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	f.Close()
-	err = onThread(func() error { return unix.Unshare(unix.CLONE_NEWNET) }, func() error {
+	err = nsthread.Run(func() error { return unix.Unshare(unix.CLONE_NEWNET) }, func() error {
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
 		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind-mount %s: %w", self, err)
@@ -192,42 +192,7 @@ func (n *NS) Do(fn func() error) error {
 		return err
 	}
 	defer target.Close()
-	return onThread(func() error { return netns.Set(target) }, fn)
-}
-
-// onThread runs fn on a new locked thread after enter has moved it into
-// another namespace, then puts the thread back before unlocking it, so no
-// goroutine ever runs in a namespace it did not ask for. A thread that
-// cannot go back stays locked and the runtime discards it when the
-// goroutine ends.
-func onThread(enter, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := enter(); err != nil {
-			if rerr := netns.Set(orig); rerr != nil {
-				errc <- errors.Join(err, rerr)
-				return
-			}
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter namespace: %w", err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("return to the original namespace: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return nsthread.Run(func() error { return netns.Set(target) }, fn)
 }
 
 // Close unmounts and removes the namespace; the kernel frees it, with the

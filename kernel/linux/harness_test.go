@@ -1,9 +1,8 @@
 package linux
 
 import (
-	"errors"
+	"github.com/vpccni/vpccni/internal/ktest"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,39 +11,19 @@ import (
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
+// Shared helpers (internal/ktest).
+var (
+	cidr    = ktest.Prefix
+	must    = ktest.Must
+	errnoOf = ktest.Errno
+)
+
 // Every real-kernel test here needs root: it calls testns.Require (a skip
 // with the reason, a failure under CI=true), makes its own namespaces and
 // deletes them when it ends, pass or fail. Nothing touches the machine's
 // own namespace.
 
-func cidr(s string) *net.IPNet {
-	ip, n, err := net.ParseCIDR(s)
-	if err != nil {
-		panic(err)
-	}
-	n.IP = ip
-	if ip.To4() != nil {
-		n.IP = ip.To4()
-	}
-	return n
-}
-
 func ip(s string) net.IP { return net.ParseIP(s) }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func errnoOf(err error) syscall.Errno {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return 0
-}
 
 // world is three namespaces: a node, a pod and a "vpc" standing in for
 // what is behind the ENIs (eth0 and eth1 are veths whose other ends are

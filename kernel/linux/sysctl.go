@@ -1,8 +1,8 @@
 package linux
 
 import (
-	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/internal/nsthread"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,28 +39,7 @@ func (h *Handle) inNS(fn func() error) error {
 		if same {
 			return fn()
 		}
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			orig, err := netns.Get()
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer orig.Close()
-			if err := netns.Set(h.ns); err != nil {
-				errc <- fmt.Errorf("enter namespace %q: %w", h.path, err)
-				return
-			}
-			ferr := fn()
-			if err := netns.Set(orig); err != nil {
-				errc <- errors.Join(ferr, fmt.Errorf("leave namespace %q: %w", h.path, err))
-				return // still locked: the thread dies with the goroutine
-			}
-			runtime.UnlockOSThread()
-			errc <- ferr
-		}()
-		return <-errc
+		return nsthread.Run(func() error { return netns.Set(h.ns) }, fn)
 	})
 }
 

@@ -1,7 +1,7 @@
 package model
 
 import (
-	"errors"
+	"github.com/vpccni/vpccni/internal/ktest"
 	"net"
 	"syscall"
 	"testing"
@@ -9,35 +9,14 @@ import (
 	"github.com/vpccni/vpccni/kernel"
 )
 
-// cidr parses a prefix keeping the address as written (host bits too).
-func cidr(s string) *net.IPNet {
-	ip, n, err := net.ParseCIDR(s)
-	if err != nil {
-		panic(err)
-	}
-	n.IP = ip
-	if ip.To4() != nil {
-		n.IP = ip.To4()
-	}
-	return n
-}
+// Shared helpers (internal/ktest).
+var (
+	cidr    = ktest.Prefix
+	must    = ktest.Must
+	errnoOf = ktest.Errno
+)
 
 func ip(s string) net.IP { return net.ParseIP(s) }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func errnoOf(err error) syscall.Errno {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return 0
-}
 
 func wantErrno(t *testing.T, err error, want syscall.Errno) {
 	t.Helper()
