@@ -148,6 +148,11 @@ func (n *node) add(p *pod) *current.Result {
 	return res
 }
 
+// check runs CNI CHECK through libcni (with the cached result).
+func (n *node) check(p *pod) error {
+	return n.ns.Do(func() error { return n.cni.CheckNetworkList(context.Background(), n.list, p.rt) })
+}
+
 // del runs CNI DEL through libcni: libcni hands the cached ADD result to
 // the plugin as prevResult.
 func (n *node) del(p *pod) error {

@@ -103,6 +103,26 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		expectGone(n, p, ip, hostVeth)
 	})
 
+	It("answers CHECK through libcni, naming a missing rule", func() {
+		n := newNode("t3.medium")
+		var res *current.Result
+		var p *pod
+		for i := 0; i < 6; i++ { // the sixth is on device 1: rules 512 and 1536
+			p = n.newPod("chk-" + string(rune('a'+i)))
+			res = n.add(p)
+		}
+		ip := podAddr(res)
+		Expect(n.check(p)).To(Succeed())
+		for _, r := range n.rulesFor(ip) {
+			if r.Priority == 1536 {
+				Expect(n.host.RuleDel(r)).To(Succeed())
+			}
+		}
+		err := n.check(p)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("rule 1536 from " + ip.String() + "/32 lookup 2 is missing"))
+	})
+
 	It("answers bad input with a CNI error and changes nothing", func() {
 		n := newNode("m5.large")
 		p := n.newPod("web-0")

@@ -35,6 +35,20 @@ func (m *MockNetworker) EXPECT() *MockNetworkerMockRecorder {
 	return m.recorder
 }
 
+// Check mocks base method.
+func (m *MockNetworker) Check(host, pod kernel.API, p driver.Pod) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "Check", host, pod, p)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// Check indicates an expected call of Check.
+func (mr *MockNetworkerMockRecorder) Check(host, pod, p interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "Check", reflect.TypeOf((*MockNetworker)(nil).Check), host, pod, p)
+}
+
 // Inspect mocks base method.
 func (m *MockNetworker) Inspect(host, pod kernel.API, containerIf string) (*driver.Pod, error) {
 	m.ctrl.T.Helper()

@@ -26,6 +26,8 @@ type Networker interface {
 	// can say what the pod had. It returns nil when the pod's interface
 	// does not exist.
 	Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
+	// Check verifies the pod's objects are all there (CNI CHECK).
+	Check(host, pod kernel.API, p Pod) error
 }
 
 // Driver is the Networker on kernel.API.

@@ -3,6 +3,7 @@ package driver
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -36,6 +37,9 @@ func TestBranchRoundTripOnModel(t *testing.T) {
 		if err := d.Setup(host, pod, p); err != nil {
 			t.Fatal(err)
 		}
+		if err := d.Check(host, pod, p); err != nil {
+			t.Fatalf("strict=%v %s: check after setup: %v", strict, c.ip, err)
+		}
 		got, err := d.Inspect(host, pod, "eth0")
 		if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 || got.IPs[0].Table != 107 || got.HostVeth != "vlanabc" {
 			t.Fatalf("strict=%v %s: inspect %+v %v", strict, c.ip, got, err)
@@ -47,5 +51,35 @@ func TestBranchRoundTripOnModel(t *testing.T) {
 		if added, removed := kernel.Diff(before, after); len(added)+len(removed) != 0 {
 			t.Fatalf("strict=%v: left %v, lost %v", strict, added, removed)
 		}
+	}
+}
+
+// TestCheckNamesWhatIsMissing: CHECK passes on a fresh pod and names the
+// object that went missing.
+func TestCheckNamesWhatIsMissing(t *testing.T) {
+	k := model.New()
+	k.AddNamespace("node")
+	k.AddNamespace("pod")
+	host, _ := k.Open("node")
+	pod, _ := k.Open("pod")
+	p := Pod{HostVeth: hv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: ip1, Table: 2}}}
+	d := New(nil)
+	if err := d.Setup(host, pod, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(host, pod, p); err != nil {
+		t.Fatalf("fresh pod: %v", err)
+	}
+	if err := host.RuleDel(kernel.Rule{Priority: PrioFromPod, Src: cidr("10.0.2.11/32"), Table: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(host, pod, p); err == nil || !strings.Contains(err.Error(), "rule 1536 from 10.0.2.11/32 lookup 2 is missing") {
+		t.Fatalf("check: %v", err)
+	}
+	if err := pod.LinkDel("eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Check(host, pod, p); err == nil || !strings.Contains(err.Error(), "eth0 is missing") {
+		t.Fatalf("check without the pod link: %v", err)
 	}
 }

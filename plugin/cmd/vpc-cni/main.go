@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netns"
 
@@ -38,6 +37,9 @@ link vlan.eth.<id> on the trunk and table id+100, with prio-10 iif rules
 (strict; host veth vlan<hash>) or rules 512/1536 (standard). The result
 carries what DEL needs to tear the pod down without ipamd.
 
+CHECK (CNI 0.4.0 and later) verifies from the prevResult that every object
+of the pod is still there, and names what is missing (code 104).
+
 DEL tears the pod down from the prevResult first and then tells ipamd;
 without a prevResult it asks ipamd, or reads the pod's namespace. It never
 stops because ipamd is unreachable, slow or has forgotten the pod, and it
@@ -56,7 +58,8 @@ Network configuration fields:
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
 config or prevResult, 8 bad netns, 11 retry later (ipamd unreachable on
 ADD, teardown incomplete on DEL), 100 ipamd error, 101 no address,
-102 setup failed (rolled back), 103 unsupported mode or verb (CHECK).
+102 setup failed (rolled back), 103 unsupported mode, 104 CHECK found
+an object missing.
 
 Flags: -h/--help prints this; --version prints the build version.
 `
@@ -86,12 +89,8 @@ func main() {
 			}
 			return res.Print()
 		},
-		Del: p.Del,
-		// The reference has no CHECK either (its conflist sets
-		// disableCheck); answer with a clear error rather than crash.
-		Check: func(*skel.CmdArgs) error {
-			return types.NewError(plugin.ErrNotSupported, "CHECK is not implemented by this build; set disableCheck in the conflist", "")
-		},
+		Del:   p.Del,
+		Check: p.Check,
 	}, version.PluginSupports("0.3.1", "0.4.0", "1.0.0"), "vpc-cni "+buildVersion+" (vpccni); --help explains")
 }
 
