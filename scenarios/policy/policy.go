@@ -85,8 +85,76 @@ func (RefV111) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
 	return RefV110{}.Del(p, r)
 }
 
+// RefV1121 is the fix of #2048 as first merged (PR #2145, v1.12.1): when
+// ipamd cannot be reached or fails, tear the pod down from prevResult but
+// still return the error so kubelet retries; "unknown pod" is success with
+// no teardown; branch pods as in RefV111.
+type RefV1121 struct{}
+
+func (RefV1121) Name() string { return "ref-v1.12.1" }
+func (RefV1121) Describe() string {
+	return "reference v1.12.1: ipamd unreachable -> teardown from prevResult and return the error; unknown pod -> success, no teardown"
+}
+
+func (RefV1121) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+	return refFlow(p, r, true)
+}
+
+// RefCurrent is the reference today (v1.13+, REFERENCE.md §1.5): as
+// RefV1121, but success after the prevResult teardown (PR #2350); a
+// teardown failure after ipamd released the address is returned, and the
+// retry then meets "unknown pod".
+type RefCurrent struct{}
+
+func (RefCurrent) Name() string { return "ref-current" }
+func (RefCurrent) Describe() string {
+	return "reference today: ipamd unreachable -> teardown from prevResult, success; unknown pod -> success, no teardown; release before teardown"
+}
+
+func (RefCurrent) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+	return refFlow(p, r, false)
+}
+
+// refFlow is the reference's DEL since v1.12.1; returnIpamdErr selects
+// v1.12.1's "return the error" over today's "succeed".
+func refFlow(p *plugin.Plugin, r *plugin.DelRequest, returnIpamdErr bool) error {
+	if r.State != nil && r.State.VlanID != 0 { // tryDelWithPrevResult
+		if _, err := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); err != nil {
+			return types.NewError(types.ErrTryAgainLater, "del cmd: failed to delete with prevResult", err.Error())
+		}
+		return nil
+	}
+	reply, out, err := p.Release(r)
+	switch out {
+	case plugin.OutcomeOK:
+	case plugin.OutcomeUnknownPod:
+		r.Log().Info("legacy: container not found in ipamd, nothing to do")
+		return nil
+	case plugin.OutcomeRefused:
+		return types.NewError(types.ErrTryAgainLater, "del cmd: failed to process delete request", "")
+	default: // teardownPodNetworkWithPrevResult, its result only logged
+		if r.State != nil {
+			if _, terr := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); terr != nil {
+				r.Log().Warn("legacy: teardown with prevResult failed", "error", terr)
+			}
+		}
+		if returnIpamdErr {
+			return types.NewError(types.ErrTryAgainLater, "del cmd: error received from DelNetwork gRPC call", err.Error())
+		}
+		return nil
+	}
+	pod, err := p.PodFromDelReply(r, reply)
+	if err != nil || pod == nil {
+		return err // "did not have a valid IP"
+	}
+	if _, err := p.Driver().Teardown(r.Host, r.Pod, *pod); err != nil {
+		return types.NewError(types.ErrTryAgainLater, "del cmd: failed on tear down pod network", err.Error())
+	}
+	return nil
+}
+
 // All lists every policy, vpccni's first.
-var All = []Policy{Default{}, RefV110{}, RefV111{}}
+var All = []Policy{Default{}, RefV110{}, RefV111{}, RefV1121{}, RefCurrent{}}
 
 // ByName finds a policy.
 func ByName(name string) (Policy, error) {

@@ -67,7 +67,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Runs) != 12 { // 4 modes x 3 policies
+	if len(doc.Runs) != 20 { // 4 modes x 5 policies
 		t.Fatalf("%d runs", len(doc.Runs))
 	}
 }
