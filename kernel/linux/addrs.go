@@ -22,19 +22,15 @@ func checkAddr(addr *net.IPNet) error {
 // IPv4 broadcast address). IPv6 addresses go through DAD unless the
 // link's accept_dad is 0: until then AddrList shows them tentative.
 func (h *Handle) AddrAdd(linkIndex int, addr *net.IPNet) error {
-	if err := checkAddr(addr); err != nil {
-		return err
-	}
-	return h.use(func() error {
-		l, err := h.link(linkIndex)
-		if err != nil {
-			return err
-		}
-		return h.nl.AddrAdd(l, &netlink.Addr{IPNet: addr})
-	})
+	return h.addrOp(linkIndex, addr, h.nl.AddrAdd)
 }
 
 func (h *Handle) AddrDel(linkIndex int, addr *net.IPNet) error {
+	return h.addrOp(linkIndex, addr, h.nl.AddrDel)
+}
+
+// addrOp checks the address and resolves the link for an add or delete.
+func (h *Handle) addrOp(linkIndex int, addr *net.IPNet, op func(netlink.Link, *netlink.Addr) error) error {
 	if err := checkAddr(addr); err != nil {
 		return err
 	}
@@ -43,7 +39,7 @@ func (h *Handle) AddrDel(linkIndex int, addr *net.IPNet) error {
 		if err != nil {
 			return err
 		}
-		return h.nl.AddrDel(l, &netlink.Addr{IPNet: addr})
+		return op(l, &netlink.Addr{IPNet: addr})
 	})
 }
 

@@ -33,7 +33,9 @@ func (r *run) event(ev spec.Event) error {
 		r.begin("kubelet deletes " + strings.Join(ev.Delete, ", "))
 		defer r.end()
 		for _, n := range ev.Delete {
-			r.dropCachedResult(n, ev.WithoutPrevResult)
+			if err := r.dropCachedResult(n, ev.WithoutPrevResult); err != nil {
+				return err
+			}
 			if err := r.delete(n); err != nil {
 				return err
 			}
@@ -47,7 +49,9 @@ func (r *run) event(ev spec.Event) error {
 				r.podENI.Delete(p.ns, p.name) // the API server no longer has the pod
 			}
 			p.noRetry = true
-			r.dropCachedResult(n, ev.WithoutPrevResult)
+			if err := r.dropCachedResult(n, ev.WithoutPrevResult); err != nil {
+				return err
+			}
 			if err := r.delete(n); err != nil {
 				return err
 			}
@@ -251,16 +255,18 @@ func (r *run) advance(t time.Duration) {
 }
 
 // dropCachedResult removes libcni's cached ADD result of the pod, so the
-// DEL carries no prevResult.
-func (r *run) dropCachedResult(name string, drop bool) {
+// DEL carries no prevResult. libcni exports no way to drop one, so this
+// knows its cache layout (results/<network>-<container>-<ifname>); a
+// missing file fails the run rather than silently keeping the prevResult.
+func (r *run) dropCachedResult(name string, drop bool) error {
 	if !drop {
-		return
+		return nil
 	}
 	p := r.pods[name]
 	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
 	if err := os.Remove(path); err != nil {
-		r.note("could not drop the cached result of %s: %v", name, err)
-		return
+		return fmt.Errorf("drop the cached result of %s (libcni's cache layout changed?): %w", name, err)
 	}
 	r.note("the DEL of %s races its ADD: the runtime has no cached result, so no prevResult", name)
+	return nil
 }

@@ -100,6 +100,10 @@ func TestEachCheckFires(t *testing.T) {
 			f.w.Remote[netip.MustParseAddr("10.0.1.99")] = "default/api-0"
 			must(t, f.node.RuleAdd(kernel.Rule{Priority: 512, Dst: ipn("10.0.1.99/32"), Table: kernel.TableMain}))
 		}, Misroute, "leaves via eth0, not eth1"},
+		{"traffic to a live pod goes elsewhere", func(t *testing.T, f *fixture) {
+			eth0, _ := f.node.LinkByName("eth0")
+			must(t, f.node.RouteReplace(kernel.Route{Table: kernel.TableMain, Dst: ipn("10.0.2.11/32"), LinkIndex: eth0.Index, Scope: kernel.ScopeLink}))
+		}, Misroute, "traffic to default/web-1 (10.0.2.11) goes to eth0, not eniweb1"},
 		{"ipamd forgot a live pod", func(t *testing.T, f *fixture) { f.w.Allocations = nil }, IPAM, "no allocation for live pod"},
 		{"ipamd holds a gone sandbox's address", func(t *testing.T, f *fixture) {
 			f.w.Allocations = append(f.w.Allocations, Allocation{ContainerID: "gone", IP: netip.MustParseAddr("10.0.1.13")})

@@ -32,93 +32,51 @@ func (Default) Describe() string {
 }
 func (Default) Del(p *plugin.Plugin, r *plugin.DelRequest) error { return p.Delete(r) }
 
-// RefV110 is the reference before PR #1705 (v1.10.2) put the VLAN in the
-// result: every pod, branch-ENI pods included, is torn down only from
-// ipamd's reply. ipamd unreachable or failing makes DEL fail with no
-// teardown (kubelet is trusted to retry); "unknown pod" is success with no
-// teardown.
-type RefV110 struct{}
-
-func (RefV110) Name() string { return "ref-v1.10" }
-func (RefV110) Describe() string {
-	return "reference v1.10: release first, tear down from ipamd's reply only; unreachable -> error; unknown pod -> success, no teardown"
+// The reference's DEL flows differ in two decisions only, so they are one
+// flow with two settings (REFERENCE.md §1.5, §5):
+//
+//	ref-v1.10    ipamd first for every pod; ipamd unreachable or failing:
+//	             error, no teardown (kubelet is trusted to retry)
+//	ref-v1.11    branch pods torn down from prevResult (PR #1705); others
+//	             as v1.10 — the #2048 leak
+//	ref-v1.12.1  ipamd unreachable or failing: teardown from prevResult,
+//	             the error still returned (PR #2145)
+//	ref-current  the same, returning success (PR #2350)
+//
+// In all of them "unknown pod" is success with no teardown, and a reply is
+// torn down from after ipamd has already released the address.
+type reference struct {
+	name, describe string
+	// branchFromPrevResult: tryDelWithPrevResult for branch-ENI pods.
+	branchFromPrevResult bool
+	// onIpamdFailure: what an unreachable or failing ipamd leads to.
+	onIpamdFailure ipamdFailure
 }
 
-func (RefV110) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
-	reply, out, err := p.Release(r)
-	switch out {
-	case plugin.OutcomeOK:
-	case plugin.OutcomeUnknownPod:
-		r.Log().Info("legacy: container not found in ipamd, nothing to do")
-		return nil
-	default:
-		return types.NewError(types.ErrTryAgainLater, "del cmd: error received from DelNetwork gRPC call", err.Error())
-	}
-	pod, err := p.PodFromDelReply(r, reply)
-	if err != nil || pod == nil {
-		return err
-	}
-	if _, err := p.Driver().Teardown(r.Host, r.Pod, *pod); err != nil {
-		return types.NewError(types.ErrTryAgainLater, "del cmd: failed on tear down pod network", err.Error())
-	}
-	return nil
-}
+type ipamdFailure int
 
-// RefV111 is the reference before the fix of #2048 (v1.11.x, REFERENCE.md
-// §5.1): a branch-ENI pod whose prevResult carries its VLAN is torn down
-// from it without ipamd (tryDelWithPrevResult); every other pod as in
-// RefV110.
-type RefV111 struct{}
+const (
+	failNoTeardown      ipamdFailure = iota // return the error, touch nothing
+	failTeardownError                       // tear down from prevResult, return the error
+	failTeardownSuccess                     // tear down from prevResult, succeed
+)
 
-func (RefV111) Name() string { return "ref-v1.11" }
-func (RefV111) Describe() string {
-	return "reference v1.11: branch pods from prevResult; others as ref-v1.10 (the #2048 leak)"
-}
+var (
+	RefV110 = reference{"ref-v1.10", "reference v1.10: release first, tear down from ipamd's reply only; unreachable -> error; unknown pod -> success, no teardown",
+		false, failNoTeardown}
+	RefV111 = reference{"ref-v1.11", "reference v1.11: branch pods from prevResult; others as ref-v1.10 (the #2048 leak)",
+		true, failNoTeardown}
+	RefV1121 = reference{"ref-v1.12.1", "reference v1.12.1: ipamd unreachable -> teardown from prevResult and return the error; unknown pod -> success, no teardown",
+		true, failTeardownError}
+	RefCurrent = reference{"ref-current", "reference today: ipamd unreachable -> teardown from prevResult, success; unknown pod -> success, no teardown; release before teardown",
+		true, failTeardownSuccess}
+)
 
-func (RefV111) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
-	if r.State != nil && r.State.VlanID != 0 {
-		if _, err := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); err != nil {
-			return types.NewError(types.ErrTryAgainLater, "del cmd: failed to delete with prevResult", err.Error())
-		}
-		return nil
-	}
-	return RefV110{}.Del(p, r)
-}
+func (f reference) Name() string     { return f.name }
+func (f reference) Describe() string { return f.describe }
 
-// RefV1121 is the fix of #2048 as first merged (PR #2145, v1.12.1): when
-// ipamd cannot be reached or fails, tear the pod down from prevResult but
-// still return the error so kubelet retries; "unknown pod" is success with
-// no teardown; branch pods as in RefV111.
-type RefV1121 struct{}
-
-func (RefV1121) Name() string { return "ref-v1.12.1" }
-func (RefV1121) Describe() string {
-	return "reference v1.12.1: ipamd unreachable -> teardown from prevResult and return the error; unknown pod -> success, no teardown"
-}
-
-func (RefV1121) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
-	return refFlow(p, r, true)
-}
-
-// RefCurrent is the reference today (v1.13+, REFERENCE.md §1.5): as
-// RefV1121, but success after the prevResult teardown (PR #2350); a
-// teardown failure after ipamd released the address is returned, and the
-// retry then meets "unknown pod".
-type RefCurrent struct{}
-
-func (RefCurrent) Name() string { return "ref-current" }
-func (RefCurrent) Describe() string {
-	return "reference today: ipamd unreachable -> teardown from prevResult, success; unknown pod -> success, no teardown; release before teardown"
-}
-
-func (RefCurrent) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
-	return refFlow(p, r, false)
-}
-
-// refFlow is the reference's DEL since v1.12.1; returnIpamdErr selects
-// v1.12.1's "return the error" over today's "succeed".
-func refFlow(p *plugin.Plugin, r *plugin.DelRequest, returnIpamdErr bool) error {
-	if r.State != nil && r.State.VlanID != 0 { // tryDelWithPrevResult
+func (f reference) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+	if f.branchFromPrevResult && r.State != nil && r.State.VlanID != 0 {
 		if _, err := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); err != nil {
 			return types.NewError(types.ErrTryAgainLater, "del cmd: failed to delete with prevResult", err.Error())
 		}
@@ -132,16 +90,17 @@ func refFlow(p *plugin.Plugin, r *plugin.DelRequest, returnIpamdErr bool) error 
 		return nil
 	case plugin.OutcomeRefused:
 		return types.NewError(types.ErrTryAgainLater, "del cmd: failed to process delete request", "")
-	default: // teardownPodNetworkWithPrevResult, its result only logged
-		if r.State != nil {
+	default:
+		if f.onIpamdFailure != failNoTeardown && r.State != nil {
+			// teardownPodNetworkWithPrevResult: its result is only logged.
 			if _, terr := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); terr != nil {
 				r.Log().Warn("legacy: teardown with prevResult failed", "error", terr)
 			}
 		}
-		if returnIpamdErr {
-			return types.NewError(types.ErrTryAgainLater, "del cmd: error received from DelNetwork gRPC call", err.Error())
+		if f.onIpamdFailure == failTeardownSuccess {
+			return nil
 		}
-		return nil
+		return types.NewError(types.ErrTryAgainLater, "del cmd: error received from DelNetwork gRPC call", err.Error())
 	}
 	pod, err := p.PodFromDelReply(r, reply)
 	if err != nil || pod == nil {
@@ -154,7 +113,7 @@ func refFlow(p *plugin.Plugin, r *plugin.DelRequest, returnIpamdErr bool) error 
 }
 
 // All lists every policy, vpccni's first.
-var All = []Policy{Default{}, RefV110{}, RefV111{}, RefV1121{}, RefCurrent{}}
+var All = []Policy{Default{}, RefV110, RefV111, RefV1121, RefCurrent}
 
 // ByName finds a policy.
 func ByName(name string) (Policy, error) {

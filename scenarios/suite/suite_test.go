@@ -111,7 +111,7 @@ var _ = Describe("the stale iif rules of a recreated pod", Label("branch-eni-str
 		panic(err)
 	}
 	run := func(hook func(string) error) *engine.Result {
-		res, err := engine.Run(s, "branch-eni-strict", policy.RefV110{}, engine.Options{DriverHook: hook})
+		res, err := engine.Run(s, "branch-eni-strict", policy.RefV110, engine.Options{DriverHook: hook})
 		Expect(err).NotTo(HaveOccurred())
 		return res
 	}

@@ -44,7 +44,7 @@ No root, no cloud: nothing outside the process is touched.
 Delete policies:
 `)
 	for _, p := range policy.All {
-		fmt.Fprintf(w, "  %-10s %s\n", p.Name(), p.Describe())
+		fmt.Fprintf(w, "  %-12s %s\n", p.Name(), p.Describe())
 	}
 	fmt.Fprintf(w, `
 Flags:
