@@ -9,7 +9,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
 # real-kernel suites).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel)
 
 .PHONY: all build test unit scenarios integration kernel-real replay vet fmt mocks proto \
         verify-generated deps clean
@@ -30,9 +30,9 @@ unit:
 scenarios:
 	$(GINKGO) -r --label-filter="$(LABELS)" --junit-report=scenarios-junit.xml --output-dir=$(BIN) ./scenarios/suite
 
-## kernel-real: the real-kernel tests of kernel/linux (root, namespaces).
+## kernel-real: the real-kernel tests of kernel/linux and the reconciler (root, namespaces).
 kernel-real:
-	$(GO) test -count=1 ./kernel/linux/... ./internal/testns/...
+	$(GO) test -count=1 ./kernel/linux/... ./internal/testns/... ./ipamd/reconcile/realkernel/...
 
 ## integration: real binaries, real gRPC, network namespaces (root).
 integration:
@@ -54,6 +54,7 @@ mocks:
 	$(GO) tool mockgen -source=kernel/kernel.go -destination=mocks/mock_kernel/mock_kernel.go -package=mock_kernel API,Opener
 	$(GO) tool mockgen -source=plugin/driver/driver.go -destination=mocks/mock_driver/mock_driver.go -package=mock_driver Networker
 	$(GO) tool mockgen -source=ipamd/rpc/rpc_grpc.pb.go -destination=mocks/mock_rpc/mock_rpc.go -package=mock_rpc CNIBackendClient
+	$(GO) tool mockgen -source=cloud/cloud.go -destination=mocks/mock_cloud/mock_cloud.go -package=mock_cloud EC2,Metadata,Provider,Inventory
 
 ## proto: regenerate ipamd/rpc from rpc.proto (needs protoc: apt-get install protobuf-compiler).
 proto:

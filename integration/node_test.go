@@ -33,7 +33,13 @@ type node struct {
 	list    *libcni.NetworkConfigList
 	host    kernel.API
 	logFile string
+	// what startIpamd was last given, for restarts
+	instanceType string
+	ipamdArgs    []string
 }
+
+func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
+func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect.sock") }
 
 // newNode builds the node namespace. ENIs are veth pairs (this kernel has
 // no dummy links): eth0/eth1 with their peers beside them so they have
@@ -57,6 +63,8 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 	n.host, err = linux.Opener{}.Open(n.ns.Path())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { n.host.Close() })
+	// ipamd's metrics listen on the node's own loopback.
+	Expect(n.host.LinkSetUp("lo")).To(Succeed())
 	for d := 0; d < 2; d++ {
 		name := fmt.Sprintf("eth%d", d)
 		Expect(n.host.AddVeth(kernel.VethSpec{Name: name, PeerName: fmt.Sprintf("vpc%d", d), MTU: 9001})).To(Succeed())
@@ -89,9 +97,24 @@ func netConfList(conf string) (*libcni.NetworkConfigList, error) {
 
 // startIpamd runs the ipamd binary inside the node namespace (the child
 // inherits the namespace of the locked thread that forks it).
+// ipamdCmd is the ipamd command line of the node. The checkpoint,
+// introspection (a Unix socket: reachable from the test's namespace) and
+// metrics (on the node namespace's loopback) are the node's own, never the
+// machine's defaults.
+func ipamdCmd(n *node, instanceType string, extra ...string) *exec.Cmd {
+	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType,
+		"--checkpoint", n.checkpoint(), "--introspection-address", "unix:" + n.introspectSock(),
+		"--metrics-address", "127.0.0.1:61678"}, extra...)
+	return exec.Command(filepath.Join(binDir, "ipamd"), args...)
+}
+
 func (n *node) startIpamd(instanceType string, extra ...string) {
-	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType}, extra...)
-	cmd := exec.Command(filepath.Join(binDir, "ipamd"), args...)
+	n.instanceType, n.ipamdArgs = instanceType, extra
+	cmd := ipamdCmd(n, instanceType, extra...)
+	// A killed ipamd leaves its sockets behind; the new one replaces them,
+	// but the wait below must not mistake the old ones for it.
+	os.Remove(n.sock)
+	os.Remove(n.introspectSock())
 	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(n.ns.Do(cmd.Start)).To(Succeed())
 	n.ipamd = cmd
@@ -102,6 +125,13 @@ func (n *node) startIpamd(instanceType string, extra ...string) {
 		}
 	})
 	Eventually(func() error { _, err := os.Stat(n.sock); return err }, 10*time.Second, 20*time.Millisecond).Should(Succeed())
+	Eventually(func() error {
+		c, err := net.Dial("unix", n.introspectSock())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "introspection socket")
 	fi, err := os.Stat(n.sock)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o660)), "ipamd socket mode")

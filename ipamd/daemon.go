@@ -1,8 +1,11 @@
 // Package ipamd is the IP address management daemon: it holds the node's
 // pool of pod addresses and serves the plugin's AddNetwork and DelNetwork
 // calls over gRPC on a root-only Unix socket, with the standard gRPC health
-// service beside them. The Daemon runs in-process too (the scenario harness
-// starts, kills and restarts it on a real socket).
+// service beside them. It keeps its allocations in a checkpoint file (the
+// reference's format), restores them on start, keeps the pool at its warm
+// targets through the cloud, and reconciles: what a DEL missed it releases
+// and cleans up itself. The Daemon runs in-process too (the scenario
+// harness starts, kills and restarts it on a real socket).
 package ipamd
 
 import (
@@ -14,15 +17,23 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
+	"github.com/vpccni/vpccni/ipamd/eninet"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/podeni"
+	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/warmpool"
+	"github.com/vpccni/vpccni/kernel"
 )
 
 // DefaultSocket is where the reference's ipamd listens since v1.23.
@@ -32,12 +43,23 @@ const DefaultSocket = "/var/run/aws-node/ipamd.sock"
 // the empty name its probes check.
 const HealthService = "grpc.health.v1.aws-node"
 
+// Defaults of the background loops.
+const (
+	DefaultReconcileInterval = 60 * time.Second // the reference's pool reconcile period
+	DefaultReconcileGrace    = 60 * time.Second // an ADD assigns before it makes the veth
+)
+
 // Config configures a Daemon.
 type Config struct {
 	// SocketPath is the Unix socket to serve on; empty means DefaultSocket.
 	SocketPath string
-	// Inventory describes the instance and its ENIs (required).
+	// Inventory describes the instance and its ENIs: a fixed pool. Cloud,
+	// when set, replaces it and the warm pool manages the ENIs and
+	// addresses through it.
 	Inventory cloud.Inventory
+	Cloud     cloud.Provider
+	// Targets are the warm-pool settings (with Cloud).
+	Targets warmpool.Targets
 	// Placement, when set, pins a pod to an ENI device: the scenario
 	// harness uses it to put pods on the devices a scenario names. A full
 	// or absent device falls back to the usual choice. The binary leaves
@@ -67,26 +89,97 @@ type Config struct {
 	// trunk ENI's MAC (TrunkIndexByMAC); nil means unknown, and branch pods
 	// are then refused.
 	TrunkLinkIndex func() (int, error)
+
+	// Kernel is the node namespace (ipamd's own). With it ipamd configures
+	// its ENIs' host networking, checks restored allocations against the
+	// pods' veths, and reconciles; nil (unit tests) skips all three.
+	Kernel kernel.API
+	// StandInLinks makes a link for an attached ENI that has none (--cloud
+	// memory: no hypervisor makes them).
+	StandInLinks bool
+	// VethPrefixes are the host veth prefixes pods may have (the plugin's
+	// vethPrefix, "vlan" for strict branch pods); recovery from the kernel
+	// recognises pods by them.
+	VethPrefixes []string
+
+	// Checkpoint is the checkpoint file; empty keeps allocations in memory
+	// only (a restart forgets every pod).
+	Checkpoint string
+	// PerCallSync writes the checkpoint once per call instead of sharing
+	// one write among concurrent calls (benchmarks compare the two).
+	PerCallSync bool
+	// Restore decides what ipamd does with a missing or bad checkpoint.
+	Restore RestorePolicy
+	// Cooldown is IP_COOLDOWN_PERIOD; zero means none.
+	Cooldown time.Duration
+	// Reconcile enables the reconciler (vpccni; the reference has none).
+	Reconcile         bool
+	ReconcileInterval time.Duration
+	ReconcileGrace    time.Duration
+	// ManualLoops leaves the warm pool and the reconciler to Tick (the
+	// scenario harness drives them from its simulated clock) instead of
+	// background tickers.
+	ManualLoops bool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
+	// Metrics, when set, is fed by every component.
+	Metrics *metrics.Metrics
+}
+
+// RestorePolicy is what ipamd does at start with its checkpoint.
+type RestorePolicy struct {
+	// AdoptOnMissing: with no checkpoint file, take back the addresses the
+	// kernel shows pods still use (their host veth routes), instead of
+	// starting blind and handing a live pod's address to the next one.
+	AdoptOnMissing bool
+	// RecoverCorrupt: a corrupt or unknown-version checkpoint is moved
+	// aside and the allocations are rebuilt from the kernel; without it
+	// ipamd refuses to start, naming the file and what is wrong.
+	RecoverCorrupt bool
+	// PruneStale: an allocation whose pod has no host veth is dropped and
+	// its rules 512/1536 removed at once, as the reference (v1.13+) does.
+	// vpccni instead leaves it to the reconciler, which waits out the ADD
+	// grace period.
+	PruneStale bool
 }
 
 // Daemon is a running (or stopped) ipamd.
 type Daemon struct {
-	cfg    Config
-	log    *slog.Logger
-	inst   cloud.Instance // as the inventory described it at New
-	store  *datastore.Store
-	server *grpc.Server
-	health *health.Server
+	cfg   Config
+	log   *slog.Logger
+	inst  cloud.Instance // as the cloud described it at New
+	store *datastore.Store
+	pool  *warmpool.Manager     // nil without Cloud
+	recon *reconcile.Reconciler // nil without Kernel or Reconcile
+	eni   *eninet.Net           // nil without Kernel
+	// ckpt is nil without Checkpoint and while stopped; handlers read it
+	// without d.mu (Start holds d.mu while it reconciles, which commits).
+	ckpt atomic.Pointer[checkpoint.Writer]
+
+	restored bool // the checkpoint was read (first Start)
+	// onCheckpointWrite counts writes in benchmarks.
+	onCheckpointWrite func()
+	reconMu           sync.Mutex
+	reconciledAt      time.Time
 
 	mu       sync.Mutex
+	server   *grpc.Server
+	health   *health.Server
 	listener net.Listener
 	done     chan struct{}
+	stop     context.CancelFunc // background loops
+	loops    sync.WaitGroup
 }
 
-// New loads the instance from the inventory into a fresh datastore.
+// New describes the instance and builds the datastore over it. Nothing is
+// read from disk or the kernel before Start.
 func New(cfg Config) (*Daemon, error) {
 	if cfg.SocketPath == "" {
 		cfg.SocketPath = DefaultSocket
+	}
+	if cfg.Cloud != nil {
+		cfg.Inventory = cfg.Cloud
 	}
 	if cfg.Inventory == nil {
 		return nil, errors.New("ipamd: no cloud inventory")
@@ -94,28 +187,62 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.ReconcileGrace == 0 {
+		cfg.ReconcileGrace = DefaultReconcileGrace
+	}
 	inst, err := cfg.Inventory.Instance(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("ipamd: describe the instance: %w", err)
 	}
-	store, err := datastore.New(inst)
+	store, err := datastore.NewWithOptions(inst, datastore.Options{Cooldown: cfg.Cooldown, Now: cfg.Now})
 	if err != nil {
 		return nil, fmt.Errorf("ipamd: instance %s: %w", inst.ID, err)
 	}
-	return &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store}, nil
+	d := &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store}
+	if cfg.Kernel != nil {
+		d.eni = &eninet.Net{Kernel: cfg.Kernel, Log: cfg.Logger, StandIn: cfg.StandInLinks}
+		if cfg.Reconcile {
+			d.recon = reconcile.New(reconcile.Config{Kernel: cfg.Kernel, Pool: poolView{d}, Grace: cfg.ReconcileGrace,
+				Now: cfg.Now, Log: cfg.Logger})
+		}
+	}
+	if cfg.Cloud != nil {
+		var net warmpool.ENINet = noENINet{}
+		if d.eni != nil {
+			net = d.eni
+		}
+		limits := inst.Limits
+		if limits.ENIs == 0 {
+			limits, _ = cloud.LimitsOf(inst.Type)
+		}
+		d.pool = warmpool.New(store, cfg.Cloud, inst, warmpool.Config{Targets: cfg.Targets, Limits: limits, IPv6: cfg.IPv6,
+			Now: cfg.Now, Log: cfg.Logger, Net: net, Observe: d.observePool})
+	}
+	return d, nil
 }
 
-// Start listens on the socket and serves in the background. Like the
-// reference it creates the socket's directory (0755), removes a stale
-// socket a killed ipamd left behind, and restricts the socket to root and
-// its group (0660) before serving: any local process that can connect can
-// take or free pod addresses. A stopped Daemon may be started again; it
-// keeps its datastore (a new Daemon is a restarted process).
+// Start brings the node side up and serves: ENIs configured, the
+// checkpoint restored and checked against the kernel, one reconcile pass,
+// then the socket. Like the reference it creates the socket's directory
+// (0755), removes a stale socket a killed ipamd left behind, and restricts
+// the socket to root and its group (0660) before serving: any local
+// process that can connect can take or free pod addresses. A stopped
+// Daemon may be started again; it keeps its datastore (a new Daemon is a
+// restarted process).
 func (d *Daemon) Start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.listener != nil {
 		return errors.New("ipamd: already started")
+	}
+	if err := d.bringUp(); err != nil {
+		return err
 	}
 	path := d.cfg.SocketPath
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -146,20 +273,55 @@ func (d *Daemon) Start() error {
 			d.log.Error("serve", "error", err)
 		}
 	}(d.server, d.done)
+	d.startLoops()
 	st := d.store.Stats()
 	// The one startup line: what an operator needs to tell which ipamd
 	// this is and what it can hand out.
 	trunk, hasTrunk := d.inst.Trunk()
 	d.log.Info("ipamd serving", "socket", path, "instance", d.inst.ID, "instanceType", d.inst.Type,
 		"enis", st.ENIs, "pool", st.Total, "assigned", st.Assigned, "version", d.cfg.Version,
+		"checkpoint", d.cfg.Checkpoint, "warmPool", d.pool != nil, "reconciler", d.recon != nil,
 		"podENI", d.cfg.PodENI != nil, "trunkENI", trunkAttr(trunk, hasTrunk))
 	return nil
 }
 
+// bringUp runs once per Start, before serving.
+func (d *Daemon) bringUp() error {
+	if d.eni != nil {
+		for _, e := range d.inst.ENIs {
+			if err := d.eni.Setup(e); err != nil {
+				return fmt.Errorf("ipamd: %w", err)
+			}
+		}
+	}
+	if d.cfg.Checkpoint != "" && d.ckpt.Load() == nil {
+		// A Daemon restarted in-process keeps its memory; only a new one
+		// (a new process) reads the checkpoint.
+		if !d.restored {
+			if err := d.restore(); err != nil {
+				return err
+			}
+			d.restored = true
+		}
+		w := checkpoint.NewWriter(d.cfg.Checkpoint, d.checkpointFile,
+			checkpoint.WriterOptions{PerCallSync: d.cfg.PerCallSync, OnWrite: d.observeCheckpoint})
+		if err := w.Commit(context.Background()); err != nil {
+			w.Close()
+			return fmt.Errorf("ipamd: write the checkpoint: %w", err)
+		}
+		d.ckpt.Store(w)
+	}
+	if d.recon != nil {
+		d.reconcileOnce(context.Background())
+	}
+	return nil
+}
+
 // Stop is a graceful shutdown (SIGTERM): health turns NOT_SERVING, calls
-// in flight finish, new ones are refused, and the socket file is removed,
-// so a client sees "no such file" rather than a hung socket. The datastore
-// stays readable through Allocations and Datastore.
+// in flight finish, new ones are refused, the checkpoint is written a last
+// time, and the socket file is removed, so a client sees "no such file"
+// rather than a hung socket. The datastore stays readable through
+// Allocations and Datastore.
 func (d *Daemon) Stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -169,6 +331,13 @@ func (d *Daemon) Stop() {
 	d.health.Shutdown()
 	d.server.GracefulStop()
 	<-d.done
+	d.stopLoops()
+	if w := d.ckpt.Swap(nil); w != nil {
+		if err := w.Commit(context.Background()); err != nil {
+			d.log.Error("final checkpoint write failed", "checkpoint", d.cfg.Checkpoint, "error", err)
+		}
+		w.Close()
+	}
 	// Closing the listener already unlinks the file; removing it again
 	// covers a listener that did not (and is a no-op otherwise).
 	if err := os.Remove(d.cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -181,8 +350,8 @@ func (d *Daemon) Stop() {
 // Kill is what SIGKILL does to the process, as seen from outside: every
 // connection drops at once, calls in flight fail, and the socket file
 // stays behind with nobody listening, so a client gets "connection
-// refused". The memory goes with the process: callers model the restart
-// with a new Daemon, whose datastore is empty.
+// refused". The memory goes with the process: what survives is what the
+// checkpoint had; callers model the restart with a new Daemon.
 func (d *Daemon) Kill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -196,6 +365,10 @@ func (d *Daemon) Kill() {
 	}
 	d.server.Stop()
 	<-d.done
+	d.stopLoops()
+	if w := d.ckpt.Swap(nil); w != nil {
+		w.Close() // nothing more reaches the disk
+	}
 	d.listener = nil
 	d.log.Info("ipamd killed", "socket", d.cfg.SocketPath, "lost", d.store.Stats().Assigned)
 }
@@ -208,3 +381,11 @@ func (d *Daemon) Allocations() []datastore.Allocation { return d.store.Allocatio
 
 // Datastore is the daemon's allocator.
 func (d *Daemon) Datastore() *datastore.Store { return d.store }
+
+// WarmPool is the warm-pool manager (nil without Cloud).
+func (d *Daemon) WarmPool() *warmpool.Manager { return d.pool }
+
+type noENINet struct{}
+
+func (noENINet) Setup(cloud.ENI) error    { return nil }
+func (noENINet) Teardown(cloud.ENI) error { return nil }

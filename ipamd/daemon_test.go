@@ -62,7 +62,7 @@ func start(t *testing.T, sock string, cfg Config) *Daemon {
 	return d
 }
 
-func dial(t *testing.T, sock string) *grpc.ClientConn {
+func dial(t testing.TB, sock string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -72,7 +72,7 @@ func dial(t *testing.T, sock string) *grpc.ClientConn {
 	return conn
 }
 
-func client(t *testing.T, sock string) rpc.CNIBackendClient {
+func client(t testing.TB, sock string) rpc.CNIBackendClient {
 	return rpc.NewCNIBackendClient(dial(t, sock))
 }
 

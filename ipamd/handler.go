@@ -22,7 +22,20 @@ const (
 	outcomeUnknownPod = "unknown-pod"
 	outcomeVersion    = "wrong-client-version"
 	outcomeError      = "error"
+	outcomeCheckpoint = "checkpoint-failed"
 )
+
+func (d *Daemon) countAdd(outcome string) {
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.AddRequest(outcome)
+	}
+}
+
+func (d *Daemon) countDel(outcome, reason string) {
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.DelRequest(outcome, reason)
+	}
+}
 
 // errWrongVersion is the reference's answer to a plugin of another build.
 var errWrongVersion = status.Error(codes.FailedPrecondition, "wrong client version")
@@ -91,8 +104,18 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 			outcome = outcomeNoIP
 		}
 		log.Warn("no address", "outcome", outcome, "error", err)
+		h.d.countAdd(outcome)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
+	if err := h.d.commit(ctx); err != nil {
+		// The pod must not get an address a crash would forget: the
+		// reference undoes the assignment too.
+		h.d.store.Undo(a)
+		log.Error("no address: the checkpoint could not be written", "outcome", outcomeCheckpoint, "ip", a.IP, "error", err)
+		h.d.countAdd(outcomeCheckpoint)
+		return &rpc.AddNetworkReply{Success: false}, nil
+	}
+	h.d.countAdd(outcomeAssigned)
 	log.Info("address assigned", "outcome", outcomeAssigned, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
 }
@@ -104,7 +127,8 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 	if !h.versionOK(log, req.GetClientVersion()) {
 		return nil, errWrongVersion
 	}
-	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()))
+	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
+		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()})
 	if errors.Is(err, datastore.ErrUnknownPod) && h.d.cfg.PodENI != nil {
 		// The pool never held a branch pod's address: ask who it is.
 		if reply, handled, err := h.delBranch(ctx, log, req); handled {
@@ -113,6 +137,7 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 	}
 	if errors.Is(err, datastore.ErrUnknownPod) {
 		log.Info("nothing to release", "outcome", outcomeUnknownPod)
+		h.d.countDel(outcomeUnknownPod, req.GetReason())
 		// A status error, unlike the reference's plain error (which gRPC
 		// turns into Unknown): vpccni's plugin checks the code, the
 		// reference's plugin the text, and both find what they look for.
@@ -120,8 +145,19 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 	}
 	if err != nil {
 		log.Error("release failed", "outcome", outcomeError, "error", err)
+		h.d.countDel(outcomeError, req.GetReason())
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if err := h.d.commit(ctx); err != nil {
+		// Keep the address held so the retried DEL finds it again.
+		if rerr := h.d.store.Reinstate(a); rerr != nil {
+			log.Error("release not persisted and not undone", "ip", a.IP, "error", rerr)
+		}
+		log.Error("release not persisted; kept", "outcome", outcomeCheckpoint, "ip", a.IP, "error", err)
+		h.d.countDel(outcomeCheckpoint, req.GetReason())
+		return nil, status.Error(codes.Unavailable, "checkpoint write failed: "+err.Error())
+	}
+	h.d.countDel(outcomeReleased, req.GetReason())
 	if req.GetK8S_POD_NAME() == "" {
 		// An old or foreign plugin may not say who the pod is; the
 		// allocation remembers.

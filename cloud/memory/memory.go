@@ -1,11 +1,18 @@
-// Package memory is an in-memory cloud for tests, scenarios and the
-// --cloud memory mode of ipamd: one instance of a known type with all its
-// ENIs attached and every secondary IPv4 address assigned, so the pool is
-// full from the start (warm-pool management comes later).
+// Package memory is an in-memory model of the part of AWS ipamd talks to:
+// EC2 (cloud.EC2) and the instance metadata service (cloud.Metadata) of
+// one instance, both answered from the same state, so cloud.NewProvider
+// runs on it exactly as on a real node. It serves unit tests, the
+// scenario engine, and the --cloud memory mode of ipamd.
 //
-// Everything is deterministic (IDs, MACs, addresses): a scenario replayed
-// tomorrow gives the same pod the same address, and a failing run's log
-// can be compared line by line with a passing one.
+// The model keeps what decides ipamd's behaviour: instance-type limits
+// (ENIs, IPv4 addresses per ENI), subnets with EC2's address accounting,
+// ENIs with their addresses, prefixes, attachment and tags, and the error
+// codes EC2 returns when a limit is hit. Faults (throttling, a full
+// subnet, slow attachment) can be injected.
+//
+// Everything is deterministic (IDs, MACs, the lowest free address first):
+// a scenario replayed tomorrow gives the same pod the same address, and a
+// failing run's log can be compared line by line with a passing one.
 package memory
 
 import (
@@ -13,108 +20,198 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
-	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/vpccni/vpccni/cloud"
 )
 
-// Limits are an instance type's ENI limits as EC2 publishes them.
-type Limits struct {
-	ENIs       int // network interfaces the instance can attach
-	IPv4PerENI int // IPv4 addresses per interface, the primary one included
-}
-
-// limits holds the few types the tests and scenarios use. Unexported so
-// no caller can change EC2's numbers under another's feet.
-var limits = map[string]Limits{
-	"t3.medium":   {ENIs: 3, IPv4PerENI: 6},
-	"m5.large":    {ENIs: 3, IPv4PerENI: 10},
-	"m5.4xlarge":  {ENIs: 8, IPv4PerENI: 30},
-	"c5.18xlarge": {ENIs: 15, IPv4PerENI: 50},
-}
-
-// PrimaryIPv6Prefix is the /80 delegated to the primary ENI, for IPv6
-// mode. It is fixed so IPv6 scenarios are as reproducible as IPv4 ones.
+// PrimaryIPv6Prefix is the /80 delegated to the primary ENI of a
+// prefilled instance, for IPv6 mode, and the first one a bare instance's
+// primary ENI gets. It is fixed so IPv6 scenarios are as reproducible as
+// IPv4 ones.
 var PrimaryIPv6Prefix = netip.MustParsePrefix("2600:1f14:a:1::/80")
 
-// Known lists the known instance types, sorted.
-func Known() []string {
-	ks := make([]string, 0, len(limits))
-	for k := range limits {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
+// VPC is the model's VPC; every subnet lies in it.
+var VPC = netip.MustParsePrefix("10.0.0.0/16")
 
-// LimitsOf returns the limits of a known instance type.
-func LimitsOf(instanceType string) (Limits, bool) {
-	l, ok := limits[instanceType]
-	return l, ok
-}
+// Known lists the instance types the model knows (cloud's limits table),
+// sorted.
+func Known() []string { return cloud.KnownTypes() }
 
-// Cloud is the in-memory cloud of one instance. It never changes after
-// New, so it is safe for concurrent use.
-type Cloud struct{ inst cloud.Instance }
-
-// Options varies the instance New builds.
+// Options vary the instance New builds and how the model behaves.
 type Options struct {
-	// Trunk attaches a trunk ENI (security groups for pods) in the
-	// instance type's last ENI slot, as the VPC resource controller does:
-	// that slot then carries branch ENIs' VLANs instead of pod addresses.
+	// Trunk attaches a trunk ENI (security groups for pods) as the VPC
+	// resource controller does: in the type's last ENI slot of a
+	// prefilled instance, in device 1 of a bare one. It has no pod
+	// addresses: that slot carries branch ENIs' VLANs instead.
 	Trunk bool
+	// Bare starts from a freshly launched instance: only the primary ENI,
+	// without secondary addresses, in subnet 10.0.1.0/24. Without Bare
+	// the instance is prefilled: every ENI slot attached, every address
+	// assigned (see New).
+	Bare bool
+	// SubnetBits is the prefix length of a bare instance's subnet (16 to
+	// 28; 0 means 24). A longer one makes a small subnet, for exhaustion
+	// tests.
+	SubnetBits int
+	// Region is what IMDS reports; empty means us-west-2.
+	Region string
+	// OnAttach and OnDetach are called after an attach or detach commits,
+	// outside the model's lock (they may call the model), with the ENI as
+	// it is attached or was until then. The scenario engine makes the
+	// ENI's link appear or vanish in the kernel model with them.
+	OnAttach func(cloud.ENI)
+	OnDetach func(cloud.ENI)
+	// Provider tunes the Provider method's cloud.Provider.
+	Provider cloud.ProviderOptions
 }
 
-// New builds an instance of the given type with every ENI attached. ENI
-// device d lives in subnet 10.0.(d+1).0/24 with gateway 10.0.(d+1).1 and
-// primary address 10.0.(d+1).10; its pod addresses are 10.0.(d+1).11
-// onwards, IPv4PerENI-1 of them; its MAC is 02:00:00:00:<d>:01.
+// Cloud is the model of one instance and its VPC. It is safe for
+// concurrent use.
+type Cloud struct {
+	opt        Options
+	typ        string
+	limits     cloud.Limits
+	instanceID string
+	sg         string // the node's security group
+	provider   cloud.Provider
+
+	mu          sync.Mutex
+	subnets     map[string]*subnet
+	enis        map[string]*eni
+	created     int // ENIs created through the API, numbering their IDs and MACs
+	attachments int // attachments made, numbering their IDs
+	faults      map[string]Fault
+	attachDelay time.Duration
+	calls       []Call
+}
+
+// New builds a prefilled instance of the given type: every ENI attached,
+// every secondary IPv4 address assigned, so the pool is full from the
+// start. ENI device d lives in subnet 10.0.(d+1).0/24 with gateway
+// 10.0.(d+1).1 and primary address 10.0.(d+1).10; its pod addresses are
+// 10.0.(d+1).11 onwards, IPv4PerENI-1 of them; its MAC is
+// 02:00:00:00:<d>:01. The primary ENI has PrimaryIPv6Prefix.
 func New(instanceType string) (*Cloud, error) {
 	return NewWithOptions(instanceType, Options{})
 }
 
-// NewWithOptions is New with options. With Trunk, the last device (2 on an
-// m5.large) is the trunk ENI: same subnet, MAC and primary-address scheme
-// as the others, no pod addresses and no IPv6 prefix.
+// NewWithOptions is New with options.
 func NewWithOptions(instanceType string, opt Options) (*Cloud, error) {
-	lim, ok := limits[instanceType]
+	lim, ok := cloud.LimitsOf(instanceType)
 	if !ok {
 		return nil, fmt.Errorf("memory cloud: unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
 	}
+	if opt.Trunk && lim.ENIs < 2 {
+		// The primary ENI must keep its pod addresses.
+		return nil, fmt.Errorf("memory cloud: %s has %d ENI slot(s), too few for a trunk ENI", instanceType, lim.ENIs)
+	}
+	if opt.SubnetBits != 0 && !opt.Bare {
+		return nil, fmt.Errorf("memory cloud: SubnetBits %d given without Bare: a prefilled instance's subnets are /24s", opt.SubnetBits)
+	}
+	if opt.SubnetBits == 0 {
+		opt.SubnetBits = 24
+	}
+	if opt.SubnetBits < VPC.Bits() || opt.SubnetBits > 28 {
+		return nil, fmt.Errorf("memory cloud: SubnetBits %d: EC2 subnets are /%d (the VPC) to /28", opt.SubnetBits, VPC.Bits())
+	}
+	if opt.Region == "" {
+		opt.Region = "us-west-2"
+	}
+	c := &Cloud{
+		opt: opt, typ: instanceType, limits: lim,
+		instanceID: "i-" + hexID(instanceType),
+		sg:         "sg-" + hexID("node security group"),
+		subnets:    map[string]*subnet{},
+		enis:       map[string]*eni{},
+		faults:     map[string]Fault{},
+	}
+	if opt.Bare {
+		c.launchBare()
+	} else {
+		c.launchPrefilled()
+	}
+	c.provider = cloud.NewProvider(c, c, opt.Provider)
+	return c, nil
+}
+
+// launchPrefilled builds the instance New documents.
+func (c *Cloud) launchPrefilled() {
 	trunk := -1
-	if opt.Trunk {
-		if lim.ENIs < 2 {
-			// The primary ENI must keep its pod addresses.
-			return nil, fmt.Errorf("memory cloud: %s has %d ENI slot(s), too few for a trunk ENI", instanceType, lim.ENIs)
-		}
-		trunk = lim.ENIs - 1
+	if c.opt.Trunk {
+		trunk = c.limits.ENIs - 1
 	}
-	inst := cloud.Instance{ID: "i-" + hexID(instanceType), Type: instanceType}
-	for d := range lim.ENIs {
-		addr := func(host byte) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(d + 1), host}) }
-		eni := cloud.ENI{
-			ID:           "eni-" + hexID(fmt.Sprintf("%s/%d", instanceType, d)),
-			MAC:          fmt.Sprintf("02:00:00:00:%02x:01", d),
-			DeviceNumber: d,
-			PrimaryIP:    addr(10),
-			Subnet:       netip.PrefixFrom(addr(0), 24),
-			Gateway:      addr(1),
+	for d := range c.limits.ENIs {
+		s := c.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 0}), 24))
+		e := c.launchENI(d, s, s.at(10))
+		switch {
+		case d == trunk:
+			e.trunk = true
+		case d == 0:
+			e.secondary = c.prefill(s, 11)
+			e.v6prefixes = []netip.Prefix{PrimaryIPv6Prefix}
+			s.usedV6[PrimaryIPv6Prefix] = true
+		default:
+			e.secondary = c.prefill(s, 11)
+			e.tags[cloud.TagInstanceID] = c.instanceID
+			e.tags[cloud.TagManaged] = cloud.TagManagedValue
 		}
-		if d == trunk {
-			eni.Trunk = true
-			inst.ENIs = append(inst.ENIs, eni)
-			continue
-		}
-		for i := 1; i < lim.IPv4PerENI; i++ {
-			eni.IPv4 = append(eni.IPv4, addr(byte(10+i)))
-		}
-		if d == 0 {
-			eni.IPv6Prefixes = []netip.Prefix{PrimaryIPv6Prefix}
-		}
-		inst.ENIs = append(inst.ENIs, eni)
 	}
-	return &Cloud{inst: inst}, nil
+}
+
+// prefill assigns IPv4PerENI-1 consecutive addresses from offset first.
+func (c *Cloud) prefill(s *subnet, first int) []netip.Addr {
+	var out []netip.Addr
+	for i := range c.limits.IPv4PerENI - 1 {
+		a := s.at(first + i)
+		s.used[a] = true
+		out = append(out, a)
+	}
+	return out
+}
+
+// launchBare builds a freshly launched instance: the primary ENI with the
+// subnet's lowest free address, and the trunk ENI in device 1 if asked.
+func (c *Cloud) launchBare() {
+	s := c.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, 0}), c.opt.SubnetBits).Masked())
+	ip, _ := s.takeAddrs(1) // even a /28 has 11 free addresses
+	c.launchENI(0, s, ip[0])
+	if c.opt.Trunk {
+		ip, _ := s.takeAddrs(1)
+		c.launchENI(1, s, ip[0]).trunk = true
+	}
+}
+
+// launchENI creates and attaches one of the ENIs the instance starts with,
+// taking its primary address (if the caller has not already).
+func (c *Cloud) launchENI(device int, s *subnet, primary netip.Addr) *eni {
+	s.used[primary] = true
+	e := &eni{
+		id:       "eni-" + hexID(fmt.Sprintf("%s/%d", c.typ, device)),
+		mac:      fmt.Sprintf("02:00:00:00:%02x:01", device),
+		subnetID: s.id, primary: primary,
+		groups: []string{c.sg}, tags: map[string]string{},
+		att: c.newAttachment(device, true),
+	}
+	c.enis[e.id] = e
+	return e
+}
+
+func (c *Cloud) addSubnet(cidr netip.Prefix) *subnet {
+	s := newSubnet(cidr)
+	c.subnets[s.id] = s
+	return s
+}
+
+func (c *Cloud) newAttachment(device int, deleteOnTermination bool) *attachment {
+	c.attachments++
+	return &attachment{
+		id:                  "eni-attach-" + hexID(fmt.Sprintf("%s/attach/%d", c.typ, c.attachments)),
+		device:              device,
+		deleteOnTermination: deleteOnTermination,
+	}
 }
 
 // hexID makes an EC2-shaped resource ID suffix (17 hex digits, leading 0)
@@ -125,17 +222,21 @@ func hexID(seed string) string {
 	return fmt.Sprintf("0%016x", h.Sum64())
 }
 
-// Instance returns a deep copy of the instance, so a caller that modifies
-// it cannot change what the next caller sees.
-func (c *Cloud) Instance(context.Context) (cloud.Instance, error) {
-	out := c.inst
-	out.ENIs = make([]cloud.ENI, len(c.inst.ENIs))
-	for i, e := range c.inst.ENIs {
-		e.IPv4 = slices.Clone(e.IPv4)
-		e.IPv6Prefixes = slices.Clone(e.IPv6Prefixes)
-		out.ENIs[i] = e
-	}
-	return out, nil
+// Provider returns the cloud.Provider of the instance: cloud.NewProvider
+// on this model's EC2 and IMDS, so callers take the same path as on AWS.
+func (c *Cloud) Provider() cloud.Provider { return c.provider }
+
+// Instance is the Provider's Instance: what a node reads from IMDS and
+// EC2. It is a fresh copy on every call.
+func (c *Cloud) Instance(ctx context.Context) (cloud.Instance, error) {
+	return c.provider.Instance(ctx)
 }
 
-var _ cloud.Inventory = (*Cloud)(nil)
+// InstanceID is the instance's ID.
+func (c *Cloud) InstanceID() string { return c.instanceID }
+
+var (
+	_ cloud.EC2       = (*Cloud)(nil)
+	_ cloud.Metadata  = (*Cloud)(nil)
+	_ cloud.Inventory = (*Cloud)(nil)
+)

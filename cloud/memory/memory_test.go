@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vpccni/vpccni/cloud"
 )
 
 func TestInstanceTypes(t *testing.T) {
@@ -92,8 +94,8 @@ func TestUnknownType(t *testing.T) {
 			t.Errorf("error %q does not list %s", err, k)
 		}
 	}
-	if l, ok := LimitsOf("m5.large"); !ok || l != (Limits{ENIs: 3, IPv4PerENI: 10}) {
-		t.Errorf("LimitsOf(m5.large) = %+v %v", l, ok)
+	if got := Known(); !reflect.DeepEqual(got, cloud.KnownTypes()) {
+		t.Errorf("Known() = %v, want cloud's table %v", got, cloud.KnownTypes())
 	}
 }
 

@@ -3,12 +3,12 @@
 // container ID, interface name), the triple the CNI spec makes unique per
 // attachment, so a retried ADD finds its address again.
 //
-// State is in memory only in this version: a restarted ipamd has forgotten
-// every pod. That is deliberate (it is the very condition of the #2048
-// incident the scenarios replay); a checkpoint comes later. To make that
-// easy the state is a plain value, the ENIs' address lists and a map of
-// allocations, with no pointers between them; the other fields of Store
-// are indexes rebuilt from those two.
+// The pool changes while ipamd runs (the warm-pool manager attaches ENIs,
+// adds and gives back addresses and /28 prefixes); a released address
+// cools down before it is handed out again (IP_COOLDOWN_PERIOD), so a late
+// packet or a late DEL for the old pod cannot hit the new one. The store
+// does no I/O: ipamd persists Allocations to its checkpoint after every
+// change and feeds them back through Restore on start.
 package datastore
 
 import (
@@ -16,9 +16,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/internal/naming"
 )
 
 // ErrUnknownPod is returned by Release for a key that holds nothing. Its
@@ -26,7 +29,7 @@ import (
 // as a substring of the gRPC error: do not reword it.
 var ErrUnknownPod = errors.New("datastore: unknown pod")
 
-// ErrNoAvailableIP means every address of the pool is held.
+// ErrNoAvailableIP means every address of the pool is held or cooling.
 var ErrNoAvailableIP = errors.New("datastore: no available IP addresses")
 
 // ErrInvalidKey means a key with an empty field: such a key cannot be told
@@ -37,8 +40,22 @@ var ErrInvalidKey = errors.New("datastore: network name, container ID and interf
 // of yet (IPv6 comes with prefix delegation).
 var ErrUnsupportedFamily = errors.New("datastore: address family not supported")
 
+// ErrENIInUse means an ENI still has assigned or cooling addresses.
+var ErrENIInUse = errors.New("datastore: ENI has assigned or cooling addresses")
+
+// ErrUnknownENI names an ENI the store does not have.
+var ErrUnknownENI = errors.New("datastore: unknown ENI")
+
 // TableMain is the route table of the primary ENI's addresses.
 const TableMain = 254
+
+// DefaultCooldown is the reference's IP_COOLDOWN_PERIOD default.
+const DefaultCooldown = 30 * time.Second
+
+// RecoveredNetwork marks an allocation rebuilt from the kernel's own
+// objects (a corrupt or lost checkpoint): its ContainerID is the host
+// veth's name, and a DEL finds it by the pod's name hash.
+const RecoveredNetwork = "_recovered-from-kernel"
 
 // Family is an address family.
 type Family int
@@ -59,7 +76,7 @@ func (f Family) String() string {
 }
 
 // Key identifies an allocation. The JSON names are those of the
-// reference's checkpoint (vpc-cni-ipam/1), for the checkpoint to come.
+// reference's checkpoint (vpc-cni-ipam/1).
 type Key struct {
 	NetworkName string `json:"networkName"`
 	ContainerID string `json:"containerID"`
@@ -67,6 +84,9 @@ type Key struct {
 }
 
 func (k Key) valid() bool { return k.NetworkName != "" && k.ContainerID != "" && k.IfName != "" }
+
+// Recovered reports whether the key is one Restore made from the kernel.
+func (k Key) Recovered() bool { return k.NetworkName == RecoveredNetwork }
 
 // Meta describes the pod holding an allocation. It is informational (logs,
 // reconciliation): the key alone decides who holds what.
@@ -80,17 +100,9 @@ type Allocation struct {
 	Key          Key
 	Meta         Meta
 	IP           netip.Addr
-	DeviceNumber int // the ENI's device number
-	RouteTable   int // the ENI's route table, see RouteTable
-}
-
-// Stats summarises the pool.
-type Stats struct {
-	ENIs  int // ENIs in the pool (a trunk ENI is not)
-	Total int // IPv4 pod addresses on those ENIs
-	// TotalIPv6 is how many /128s the delegated prefixes can hand out.
-	TotalIPv6 int
-	Assigned  int // addresses held by a pod
+	DeviceNumber int       // the ENI's device number
+	RouteTable   int       // the ENI's route table, see RouteTable
+	Since        time.Time // when it was assigned
 }
 
 // RouteTable is the table a pod's "from" rule uses for an ENI's addresses,
@@ -103,72 +115,58 @@ func RouteTable(device int) int {
 	return device + 1
 }
 
-// pool is one ENI's pod addresses.
-type pool struct {
-	device int
-	ipv4   []netip.Addr // sorted, so "lowest free" is a scan
-	// ipv6 are delegated prefixes (IPv6 mode: on the primary ENI); pods get
-	// /128s from the bottom of each, MaxIPv6PerPrefix at most.
-	ipv6 []netip.Prefix
-}
-
 // MaxIPv6PerPrefix bounds what ipamd hands out of one delegated prefix: far
 // more than a node's pods, and it keeps "lowest free" a short scan.
 const MaxIPv6PerPrefix = 4096
 
-// Store is the allocator. It is safe for concurrent use.
-type Store struct {
-	mu     sync.Mutex
-	pools  []pool              // sorted by device number
-	allocs map[Key]Allocation  // the state proper
-	holder map[netip.Addr]Key  // index of allocs by address
-	known  map[netip.Addr]bool // every pool address, for IsFree
+// Options tune a Store.
+type Options struct {
+	// Cooldown is how long a released address rests before it is handed
+	// out again. Zero means none.
+	Cooldown time.Duration
+	// Now is the clock (the scenario harness's is simulated); nil is
+	// time.Now.
+	Now func() time.Time
 }
 
-// New builds a store over the instance's ENIs with every address free. It
-// refuses an inventory that would let one address be handed out twice
-// (two ENIs with one device number, an address on two ENIs).
-func New(inst cloud.Instance) (*Store, error) {
-	s := &Store{allocs: map[Key]Allocation{}, holder: map[netip.Addr]Key{}, known: map[netip.Addr]bool{}}
-	devices := map[int]bool{}
-	for _, e := range inst.ENIs {
-		if devices[e.DeviceNumber] || e.DeviceNumber < 0 {
-			return nil, fmt.Errorf("datastore: ENI %s: device number %d is negative or taken", e.ID, e.DeviceNumber)
-		}
-		devices[e.DeviceNumber] = true
-		if e.Trunk {
-			// The trunk ENI carries branch ENIs' VLANs: a pod never gets
-			// an address of it, even one an inventory listed by mistake.
-			// Its device number stays taken above.
-			continue
-		}
-		p := pool{device: e.DeviceNumber}
-		for _, ip := range e.IPv4 {
-			if !ip.Is4() || s.known[ip] {
-				return nil, fmt.Errorf("datastore: ENI %s: address %s is not IPv4 or is listed twice", e.ID, ip)
-			}
-			s.known[ip] = true
-			p.ipv4 = append(p.ipv4, ip)
-		}
-		slices.SortFunc(p.ipv4, netip.Addr.Compare)
-		for _, pfx := range e.IPv6Prefixes {
-			if !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Bits() > 120 {
-				return nil, fmt.Errorf("datastore: ENI %s: %s is not an IPv6 prefix of /120 or wider", e.ID, pfx)
-			}
-			p.ipv6 = append(p.ipv6, pfx.Masked())
-		}
-		s.pools = append(s.pools, p)
+// Store is the allocator. It is safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	opt     Options
+	enis    []*eni              // sorted by device number
+	allocs  map[Key]Allocation  // the state proper
+	holder  map[netip.Addr]Key  // index of allocs by address
+	owner   map[netip.Addr]*eni // every IPv4 pool address and its ENI
+	cooling map[netip.Addr]time.Time
+}
+
+// New builds a store over the instance's ENIs with every address free and
+// no cooldown.
+func New(inst cloud.Instance) (*Store, error) { return NewWithOptions(inst, Options{}) }
+
+// NewWithOptions builds a store over the instance's ENIs. It refuses an
+// inventory that would let one address be handed out twice (two ENIs with
+// one device number, an address on two ENIs).
+func NewWithOptions(inst cloud.Instance, opt Options) (*Store, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
-	slices.SortFunc(s.pools, func(a, b pool) int { return a.device - b.device })
+	s := &Store{opt: opt, allocs: map[Key]Allocation{}, holder: map[netip.Addr]Key{},
+		owner: map[netip.Addr]*eni{}, cooling: map[netip.Addr]time.Time{}}
+	for _, e := range inst.ENIs {
+		if err := s.addENI(e); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // Assign gives key an address of the family. A key that already holds one
 // gets the same allocation back whatever the other arguments (a retried
 // ADD must not take a second address). Otherwise the choice is
-// deterministic: the lowest free address of preferDevice if that ENI has
-// one, else the lowest free address of the lowest-numbered ENI that has
-// one. preferDevice < 0 means no preference. An exhausted pool is
+// deterministic: the lowest free, rested address of preferDevice if that
+// ENI has one, else of the lowest-numbered ENI that has one.
+// preferDevice < 0 means no preference. An exhausted pool is
 // ErrNoAvailableIP.
 func (s *Store) Assign(key Key, meta Meta, family Family, preferDevice int) (Allocation, error) {
 	s.mu.Lock()
@@ -176,18 +174,19 @@ func (s *Store) Assign(key Key, meta Meta, family Family, preferDevice int) (All
 	if a, ok := s.allocs[key]; ok {
 		return a, nil
 	}
-	if !key.valid() {
+	if !key.valid() || key.Recovered() {
 		return Allocation{}, ErrInvalidKey
 	}
+	now := s.opt.Now()
 	switch family {
 	case IPv4:
 	case IPv6:
 		// IPv6 needs prefix delegation, as in the reference: addresses come
 		// from the delegated prefixes (the primary ENI's), in order.
-		for _, p := range s.pools {
-			for _, pfx := range p.ipv6 {
-				if ip, ok := s.lowestFreeIn(pfx); ok {
-					return s.hold(key, meta, p.device, ip), nil
+		for _, e := range s.enis {
+			for _, pfx := range e.ipv6 {
+				if ip, ok := s.lowestFreeIn(pfx, now); ok {
+					return s.hold(key, meta, e.device, ip, now), nil
 				}
 			}
 		}
@@ -196,25 +195,45 @@ func (s *Store) Assign(key Key, meta Meta, family Family, preferDevice int) (All
 		return Allocation{}, fmt.Errorf("%w: %s", ErrUnsupportedFamily, family)
 	}
 	if preferDevice >= 0 {
-		for _, p := range s.pools {
-			if p.device == preferDevice {
-				if ip, ok := s.lowestFree(p); ok {
-					return s.hold(key, meta, p.device, ip), nil
+		for _, e := range s.enis {
+			if e.device == preferDevice {
+				if ip, ok := s.lowestFree(e, now); ok {
+					return s.hold(key, meta, e.device, ip, now), nil
 				}
 			}
 		}
 	}
-	for _, p := range s.pools {
-		if ip, ok := s.lowestFree(p); ok {
-			return s.hold(key, meta, p.device, ip), nil
+	for _, e := range s.enis {
+		if ip, ok := s.lowestFree(e, now); ok {
+			return s.hold(key, meta, e.device, ip, now), nil
 		}
 	}
 	return Allocation{}, ErrNoAvailableIP
 }
 
-func (s *Store) lowestFree(p pool) (netip.Addr, bool) {
-	for _, ip := range p.ipv4 {
-		if _, held := s.holder[ip]; !held {
+// usable: in the pool, not held, rested.
+func (s *Store) usable(ip netip.Addr, now time.Time) bool {
+	if _, held := s.holder[ip]; held {
+		return false
+	}
+	return !s.coolingAt(ip, now)
+}
+
+func (s *Store) coolingAt(ip netip.Addr, now time.Time) bool {
+	t, ok := s.cooling[ip]
+	if !ok {
+		return false
+	}
+	if now.Sub(t) < s.opt.Cooldown {
+		return true
+	}
+	delete(s.cooling, ip) // rested: forget it
+	return false
+}
+
+func (s *Store) lowestFree(e *eni, now time.Time) (netip.Addr, bool) {
+	for _, ip := range e.ipv4Addrs() {
+		if s.usable(ip, now) {
 			return ip, true
 		}
 	}
@@ -222,10 +241,10 @@ func (s *Store) lowestFree(p pool) (netip.Addr, bool) {
 }
 
 // lowestFreeIn scans a delegated prefix from its first host address.
-func (s *Store) lowestFreeIn(pfx netip.Prefix) (netip.Addr, bool) {
+func (s *Store) lowestFreeIn(pfx netip.Prefix, now time.Time) (netip.Addr, bool) {
 	ip := pfx.Addr().Next()
 	for i := 0; i < MaxIPv6PerPrefix && pfx.Contains(ip); i++ {
-		if _, held := s.holder[ip]; !held {
+		if s.usable(ip, now) {
 			return ip, true
 		}
 		ip = ip.Next()
@@ -233,39 +252,113 @@ func (s *Store) lowestFreeIn(pfx netip.Prefix) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// inPrefixPool reports whether ip is one an IPv6 prefix would hand out.
-func (s *Store) inPrefixPool(ip netip.Addr) bool {
-	for _, p := range s.pools {
-		for _, pfx := range p.ipv6 {
+// inIPv6Pool reports whether ip is one an IPv6 prefix would hand out, and
+// the ENI of that prefix.
+func (s *Store) inIPv6Pool(ip netip.Addr) (*eni, bool) {
+	for _, e := range s.enis {
+		for _, pfx := range e.ipv6 {
 			if pfx.Contains(ip) && ip != pfx.Addr() {
-				return true
+				return e, true
 			}
 		}
 	}
-	return false
+	return nil, false
 }
 
-func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr) Allocation {
-	a := Allocation{Key: key, Meta: meta, IP: ip, DeviceNumber: device, RouteTable: RouteTable(device)}
+// eniOf is the ENI an address of the pool belongs to.
+func (s *Store) eniOf(ip netip.Addr) (*eni, bool) {
+	if e, ok := s.owner[ip]; ok {
+		return e, true
+	}
+	return s.inIPv6Pool(ip)
+}
+
+func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr, now time.Time) Allocation {
+	a := Allocation{Key: key, Meta: meta, IP: ip, DeviceNumber: device, RouteTable: RouteTable(device), Since: now}
 	s.allocs[key] = a
 	s.holder[ip] = key
+	delete(s.cooling, ip)
 	return a
 }
 
-// Release frees key's address and returns the allocation it was, so the
-// caller can tear the pod down from it. A key that holds nothing (never
-// assigned, already released, or assigned before a restart) is
-// ErrUnknownPod.
-func (s *Store) Release(key Key) (Allocation, error) {
+// Release frees key's address, starts its cooldown, and returns the
+// allocation it was, so the caller can tear the pod down from it. A key
+// that holds nothing (never assigned, already released, or assigned before
+// a restart that lost it) is ErrUnknownPod — unless meta names a pod whose
+// address was recovered from the kernel: that allocation is keyed by the
+// pod's host veth, and the pod's name hash finds it.
+func (s *Store) Release(key Key, meta Meta) (Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.allocs[key]
+	if !ok {
+		if a, ok = s.recoveredFor(meta); !ok {
+			return Allocation{}, ErrUnknownPod
+		}
+	}
+	s.drop(a)
+	s.cooling[a.IP] = s.opt.Now()
+	return a, nil
+}
+
+// recoveredFor finds the recovered allocation of the pod meta names.
+func (s *Store) recoveredFor(meta Meta) (Allocation, bool) {
+	if meta.PodNamespace == "" || meta.PodName == "" {
+		return Allocation{}, false
+	}
+	suffix := naming.PodSuffix(meta.PodNamespace, meta.PodName, 0)
+	for k, a := range s.allocs {
+		if k.Recovered() && strings.HasSuffix(k.ContainerID, suffix) {
+			return a, true
+		}
+	}
+	return Allocation{}, false
+}
+
+func (s *Store) drop(a Allocation) {
+	delete(s.allocs, a.Key)
+	delete(s.holder, a.IP)
+}
+
+// ReleaseKey frees an allocation by its exact key with a cooldown (the
+// reconciler's release of a pod that is gone).
+func (s *Store) ReleaseKey(key Key) (Allocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.allocs[key]
 	if !ok {
 		return Allocation{}, ErrUnknownPod
 	}
-	delete(s.allocs, key)
-	delete(s.holder, a.IP)
+	s.drop(a)
+	s.cooling[a.IP] = s.opt.Now()
 	return a, nil
+}
+
+// Undo takes back an Assign whose checkpoint write failed: the address is
+// free again at once (nobody ever used it).
+func (s *Store) Undo(a Allocation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.allocs[a.Key]; ok && cur.IP == a.IP {
+		s.drop(cur)
+	}
+}
+
+// Reinstate puts back an allocation whose release could not be persisted,
+// so the retried DEL finds it. It fails if the address was taken meanwhile.
+func (s *Store) Reinstate(a Allocation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, held := s.holder[a.IP]; held {
+		return fmt.Errorf("datastore: %s was taken again", a.IP)
+	}
+	if _, ok := s.eniOf(a.IP); !ok {
+		return fmt.Errorf("datastore: %s is no longer in the pool", a.IP)
+	}
+	s.allocs[a.Key] = a
+	s.holder[a.IP] = a.Key
+	delete(s.cooling, a.IP)
+	return nil
 }
 
 // Lookup returns key's allocation, if it holds one.
@@ -289,21 +382,26 @@ func (s *Store) Allocations() []Allocation {
 	return out
 }
 
-// IsFree reports whether ip belongs to the pool and no pod holds it.
+// IsFree reports whether ip belongs to the pool, no pod holds it and it is
+// not cooling down.
 func (s *Store) IsFree(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, held := s.holder[ip]
-	return (s.known[ip] || s.inPrefixPool(ip)) && !held
+	_, in := s.eniOf(ip)
+	return in && s.usable(ip, s.opt.Now())
 }
 
-// Stats summarises the pool.
-func (s *Store) Stats() Stats {
+// IsPodAddress reports whether ip is one the pool hands to pods.
+func (s *Store) IsPodAddress(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{ENIs: len(s.pools), Total: len(s.known), Assigned: len(s.allocs)}
-	for _, p := range s.pools {
-		st.TotalIPv6 += len(p.ipv6) * MaxIPv6PerPrefix
-	}
-	return st
+	_, in := s.eniOf(ip)
+	return in
+}
+
+// IsCooling reports whether ip was released less than the cooldown ago.
+func (s *Store) IsCooling(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.coolingAt(ip, s.opt.Now())
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/cloud/memory"
@@ -21,12 +22,24 @@ func store(t *testing.T, typ string) *Store {
 		t.Fatal(err)
 	}
 	inst, _ := c.Instance(context.Background())
-	s, err := New(inst)
+	s, err := NewWithOptions(inst, Options{Now: fixedClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
+
+// clock is a settable clock for cooldown tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func fixedClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func key(i int) Key {
 	return Key{NetworkName: "aws-cni", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}
@@ -44,7 +57,8 @@ func mustAssign(t *testing.T, s *Store, k Key, prefer int) Allocation {
 func TestAssignIdempotent(t *testing.T) {
 	s := store(t, "m5.large")
 	a := mustAssign(t, s, key(1), -1)
-	want := Allocation{Key: key(1), Meta: Meta{"default", "c1"}, IP: netip.MustParseAddr("10.0.1.11"), DeviceNumber: 0, RouteTable: TableMain}
+	want := Allocation{Key: key(1), Meta: Meta{"default", "c1"}, IP: netip.MustParseAddr("10.0.1.11"), DeviceNumber: 0, RouteTable: TableMain,
+		Since: fixedClock().Now()}
 	if a != want {
 		t.Fatalf("first assign %+v", a)
 	}
@@ -64,7 +78,7 @@ func TestAssignIdempotent(t *testing.T) {
 
 func TestReleaseUnknown(t *testing.T) {
 	s := store(t, "m5.large")
-	_, err := s.Release(key(1))
+	_, err := s.Release(key(1), Meta{})
 	if !errors.Is(err, ErrUnknownPod) || err.Error() != "datastore: unknown pod" {
 		t.Fatalf("release of a never-assigned key: %v", err)
 	}
@@ -72,11 +86,11 @@ func TestReleaseUnknown(t *testing.T) {
 	if s.IsFree(a.IP) {
 		t.Fatal("assigned address reported free")
 	}
-	r, err := s.Release(key(1))
+	r, err := s.Release(key(1), Meta{})
 	if err != nil || r != a {
 		t.Fatalf("release %+v %v", r, err)
 	}
-	if _, err := s.Release(key(1)); !errors.Is(err, ErrUnknownPod) {
+	if _, err := s.Release(key(1), Meta{}); !errors.Is(err, ErrUnknownPod) {
 		t.Fatalf("second release: %v", err)
 	}
 	if !s.IsFree(a.IP) || s.IsFree(netip.MustParseAddr("10.0.1.10")) || s.IsFree(netip.MustParseAddr("192.0.2.1")) {
@@ -99,7 +113,7 @@ func TestExhaustion(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Freeing one address makes exactly that one available again.
-	freed, _ := s.Release(key(7))
+	freed, _ := s.Release(key(7), Meta{})
 	if a := mustAssign(t, s, key(99), -1); a.IP != freed.IP {
 		t.Fatalf("got %s, want the freed %s", a.IP, freed.IP)
 	}
@@ -113,8 +127,8 @@ func TestDeterministic(t *testing.T) {
 		for i := range 8 {
 			mustAssign(t, s, key(i), -1)
 		}
-		s.Release(key(2))
-		s.Release(key(6))
+		s.Release(key(2), Meta{})
+		s.Release(key(6), Meta{})
 		mustAssign(t, s, key(100), -1)
 		return s.Allocations()
 	}
@@ -211,7 +225,7 @@ func TestConcurrentAssign(t *testing.T) {
 				got[k] = append(got[k], a.IP)
 				mu.Unlock()
 				if j == 1 {
-					if _, err := s.Release(k); err != nil {
+					if _, err := s.Release(k, Meta{}); err != nil {
 						t.Error(err)
 					}
 				}
@@ -251,7 +265,7 @@ func TestIPv6FromPrefix(t *testing.T) {
 	if s.IsFree(a.IP) {
 		t.Fatal("held address reported free")
 	}
-	s.Release(key(1))
+	s.Release(key(1), Meta{})
 	if !s.IsFree(a.IP) {
 		t.Fatal("released address not free")
 	}

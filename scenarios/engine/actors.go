@@ -12,12 +12,10 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
-
-// maxSettle bounds a settle: kubelet's back-off never runs that long.
-const maxSettle = time.Hour
 
 func (r *run) event(ev spec.Event) error {
 	switch {
@@ -30,7 +28,7 @@ func (r *run) event(ev spec.Event) error {
 			}
 		}
 	case ev.Delete != nil:
-		r.begin("kubelet deletes " + strings.Join(ev.Delete, ", "))
+		r.begin("kubelet deletes " + names(ev.Delete))
 		defer r.end()
 		for _, n := range ev.Delete {
 			if err := r.dropCachedResult(n, ev.WithoutPrevResult); err != nil {
@@ -71,10 +69,20 @@ func (r *run) event(ev spec.Event) error {
 		if r.ipamd != nil {
 			return fmt.Errorf("aws-node is not evicted")
 		}
-		if err := r.startIpamd(); err != nil {
-			return err
+		return r.startIpamd(memoryOf(ev))
+	case ev.Restart != "":
+		r.begin("ipamd crashes and restarts, checkpoint " + memoryOf(ev))
+		defer r.end()
+		if r.ipamd != nil {
+			r.ipamd.Kill()
+			r.ipamd = nil
 		}
-		r.note("ipamd restarted with no checkpoint: %d allocations", len(r.ipamd.Allocations()))
+		return r.startIpamd(memoryOf(ev))
+	case ev.EC2Fault != nil:
+		f := ev.EC2Fault
+		r.begin(fmt.Sprintf("EC2 fails the next %d %s calls with %s", f.Times, f.API, f.Code))
+		defer r.end()
+		r.cloud.InjectFault(f.API, memory.Fault{Code: f.Code, Times: f.Times})
 	case ev.Wait != nil:
 		r.begin("wait " + ev.Wait.String())
 		defer r.end()
@@ -82,15 +90,31 @@ func (r *run) event(ev spec.Event) error {
 	case ev.Settle != nil:
 		r.begin("settle")
 		defer r.end()
-		limit := r.now + maxSettle
-		for r.now < limit && r.nextDue() >= 0 {
-			r.advance(r.nextDue())
-		}
+		r.settle()
 	}
 	return nil
 }
 
+// names lists pod names, abbreviated past eight.
+func names(ns []string) string {
+	if len(ns) > 8 {
+		return fmt.Sprintf("%s … %s (%d pods)", ns[0], ns[len(ns)-1], len(ns))
+	}
+	return strings.Join(ns, ", ")
+}
+
+// memoryOf is what a restarted ipamd finds of its checkpoint.
+func memoryOf(ev spec.Event) string {
+	if ev.Memory == "" {
+		return "kept"
+	}
+	return ev.Memory
+}
+
 func refNames(refs []spec.PodRef) string {
+	if len(refs) > 8 {
+		return fmt.Sprintf("%s … %s (%d pods)", refs[0].Name, refs[len(refs)-1].Name, len(refs))
+	}
 	var n []string
 	for _, r := range refs {
 		if r.Node != "" {
@@ -131,14 +155,17 @@ func (r *run) add(ref spec.PodRef) error {
 	}
 	res, err := r.cni.AddNetworkList(bg(), r.list, r.rtConf(p, p.netns))
 	if err != nil {
-		r.note("ADD %s failed: %v; the runtime tears the sandbox down", ref.Name, err)
+		if !p.quiet {
+			r.note("t=%s ADD %s failed: %v; the runtime tears the sandbox down, kubelet retries", r.now, ref.Name, err)
+		}
 		if derr := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, p.netns)); derr != nil {
 			r.note("DEL after failed ADD: %v", derr)
 		}
 		r.kern.DeleteNamespace(p.netns)
-		p.phase = pending
+		p.phase, p.wantRun = pending, true
 		return nil
 	}
+	p.wantRun = false
 	cur, err := current.NewResultFromResult(res)
 	if err != nil || len(cur.IPs) == 0 || len(cur.Interfaces) == 0 {
 		return fmt.Errorf("ADD %s: unusable result %v (%v)", ref.Name, res, err)
@@ -155,6 +182,9 @@ func (r *run) add(ref spec.PodRef) error {
 		}
 	}
 	p.phase = running
+	if p.quiet {
+		return nil
+	}
 	if p.vlan != 0 {
 		r.note("ADD %s -> %s (branch ENI, VLAN %d, host veth %s)", ref.Name, p.ip, p.vlan, p.hostVeth)
 	} else {
@@ -214,44 +244,6 @@ func (r *run) removeSandbox(name string, p *pod) {
 	p.phase = deleted
 	r.gone = append(r.gone, invariant.Pod{Name: name, ContainerID: p.containerID, IP: p.ip, Device: p.device,
 		HostVeth: p.hostVeth, Netns: p.netns, VlanID: p.vlan, Strict: r.mode == ModeBranchStrict})
-}
-
-// nextDue is the time of the earliest pending kubelet retry, -1 if none.
-func (r *run) nextDue() time.Duration {
-	due := time.Duration(-1)
-	for _, p := range r.pods {
-		if p.phase == terminating && (due < 0 || p.nextRetry < due) {
-			due = p.nextRetry
-		}
-	}
-	return due
-}
-
-// advance moves the clock to t, running the retries that fall due, in
-// time order (ties by pod name, so runs are reproducible).
-func (r *run) advance(t time.Duration) {
-	for {
-		var name string
-		var next *pod
-		for n, p := range r.pods {
-			if p.phase != terminating || p.nextRetry > t {
-				continue
-			}
-			if next == nil || p.nextRetry < next.nextRetry || (p.nextRetry == next.nextRetry && n < name) {
-				name, next = n, p
-			}
-		}
-		if next == nil {
-			break
-		}
-		if next.nextRetry > r.now {
-			r.now = next.nextRetry
-		}
-		r.tryDel(name, next)
-	}
-	if t > r.now {
-		r.now = t
-	}
 }
 
 // dropCachedResult removes libcni's cached ADD result of the pod, so the

@@ -19,9 +19,12 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/podeni"
+	"github.com/vpccni/vpccni/ipamd/warmpool"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 	"github.com/vpccni/vpccni/plugin"
@@ -82,12 +85,15 @@ type pod struct {
 	incarnation int
 	vlan        int  // the sandbox's branch ENI VLAN (branch modes)
 	noRetry     bool // force-deleted: kubelet does not retry its DEL
+	wantRun     bool // its ADD failed: kubelet tries the sandbox again
+	quiet       bool // a retry round reports itself in one line
 }
 
 type run struct {
 	s       *spec.Scenario
 	mode    string
 	pol     policy.Policy
+	opt     Options
 	now     time.Duration
 	kern    *model.Kernel
 	node    kernel.API
@@ -101,6 +107,8 @@ type run struct {
 	pods    map[string]*pod
 	remote  map[netip.Addr]string
 	podENI  *podeni.Static  // branch modes only
+	ckpt    string          // ipamd's checkpoint file
+	ticked  time.Duration   // when ipamd's loops last ran
 	gone    []invariant.Pod // every removed sandbox, in order
 	vlanSeq int
 	steps   []Step
@@ -115,6 +123,10 @@ type Options struct {
 	// DriverHook is called before every driver step (driver.WithStepHook):
 	// tests use it to remove a step and watch the invariants catch it.
 	DriverHook func(step string) error
+	// Ipamd, when set, replaces the policy's daemon switches: mutation
+	// tests judge the plugin's teardown alone, without the reconciler
+	// cleaning up after it.
+	Ipamd *policy.Ipamd
 }
 
 // Run executes s in mode under pol and checks the invariants.
@@ -136,7 +148,8 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 			return nil, fmt.Errorf("%s: timeline[%d]: %w", s.Name, i, err)
 		}
 	}
-	r.begin("end: check invariants")
+	r.begin("end: kubelet and ipamd settle (reconciler passes), then check invariants")
+	r.finish()
 	vs, err := invariant.Check(r.world())
 	if err != nil {
 		return nil, err
@@ -171,23 +184,31 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	if err != nil {
 		return nil, err
 	}
-	r := &run{s: s, mode: mode, pol: pol, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
-		pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log}
+	r := &run{s: s, mode: mode, pol: pol, opt: opt, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
+		ckpt: filepath.Join(tmp, "aws-node", "ipam.json"), pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log}
 	if isBranch(mode) {
 		r.podENI = podeni.NewStatic()
 	}
-	if r.cloud, err = memory.NewWithOptions(s.Node.InstanceType, memory.Options{Trunk: isBranch(mode)}); err != nil {
+	// An attached ENI's link appears in the node namespace, as the
+	// hypervisor makes it; ipamd configures it.
+	copt := memory.Options{Trunk: isBranch(mode), Bare: s.Node.Start == "fresh",
+		OnAttach: func(e cloud.ENI) { r.plugENI(e) }, OnDetach: func(e cloud.ENI) { r.unplugENI(e) }}
+	if r.cloud, err = memory.NewWithOptions(s.Node.InstanceType, copt); err != nil {
 		r.close()
 		return nil, err
 	}
-	r.begin("node: " + s.Node.InstanceType + ", ipamd starts")
+	r.begin("node: " + s.Node.InstanceType + " (" + s.Node.Start + "), ipamd starts")
 	if r.node, _, err = buildNode(r.kern, r.cloud, mode == "ipv6"); err != nil {
 		r.close()
 		return nil, err
 	}
-	if err := r.startIpamd(); err != nil {
+	if err := r.startIpamd("kept"); err != nil {
 		r.close()
 		return nil, err
+	}
+	if r.ipamd == nil {
+		r.close()
+		return nil, fmt.Errorf("ipamd did not start on a new node: %s", strings.Join(r.cur.Notes, "; "))
 	}
 	r.end()
 	for _, p := range s.Pods {
@@ -223,9 +244,32 @@ func (r *run) close() {
 	os.RemoveAll(r.tmp)
 }
 
-// startIpamd starts a fresh ipamd on the node's socket. The in-memory
-// ipamd has no checkpoint: a restart forgets every allocation.
-func (r *run) startIpamd() error {
+// epoch is the simulated clock's zero.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is the simulated time, for ipamd.
+func (r *run) clock() time.Time { return epoch.Add(r.now) }
+
+// startIpamd starts a new ipamd process on the node's socket, with its
+// checkpoint as memory says ("kept", "lost", "corrupt") and the daemon of
+// the policy's era. An ipamd that refuses to start (a corrupt checkpoint
+// without recovery) stays down, as a crash-looping aws-node does: that is
+// noted, not an error of the run.
+func (r *run) startIpamd(memory string) error {
+	switch memory {
+	case "lost":
+		if err := os.Remove(r.ckpt); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	case "corrupt":
+		if err := os.WriteFile(r.ckpt, []byte(`{"version":"vpc-cni-ipam/1","allocations":[{"networkName":"aws-`), 0o600); err != nil {
+			return err
+		}
+	}
+	prof := r.pol.Ipamd()
+	if r.opt.Ipamd != nil {
+		prof = *r.opt.Ipamd
+	}
 	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
 		Placement: func(ns, name string) (int, bool) {
 			p, ok := r.pods[ns+"/"+name]
@@ -233,18 +277,29 @@ func (r *run) startIpamd() error {
 				return 0, false
 			}
 			return p.device, true
-		}}
+		},
+		Kernel: r.node, Checkpoint: r.ckpt, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
+			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
+	if wp := r.s.Node.WarmPool; wp != nil {
+		cfg.Cloud = r.cloud.Provider()
+		cfg.Targets = warmpool.Targets{WarmENI: wp.WarmENITarget, WarmIP: wp.WarmIPTarget, MinimumIP: wp.MinimumIPTarget,
+			WarmPrefix: wp.WarmPrefixTarget, PrefixDelegation: wp.PrefixDelegation, MaxENI: wp.MaxENI}
+	}
 	if r.podENI != nil {
 		cfg.PodENI, cfg.TrunkLinkIndex = r.podENI, r.trunkIndex
 	}
 	d, err := ipamd.New(cfg)
-	if err != nil {
-		return err
+	if err == nil {
+		err = d.Start()
 	}
-	if err := d.Start(); err != nil {
-		return err
+	if err != nil {
+		r.note("ipamd does not start (aws-node crash-loops): %v", err)
+		return nil
 	}
 	r.ipamd = d
+	r.ticked = r.now
+	r.note("ipamd started, checkpoint %s: %d allocations", memory, len(d.Allocations()))
 	return nil
 }
 
@@ -325,10 +380,25 @@ func (r *run) world() invariant.World {
 	if r.ipamd != nil {
 		w.IpamdUp = true
 		for _, a := range r.ipamd.Allocations() {
-			w.Allocations = append(w.Allocations, invariant.Allocation{ContainerID: a.Key.ContainerID, IP: a.IP})
+			w.Allocations = append(w.Allocations, invariant.Allocation{ContainerID: r.holderOf(a.Key), IP: a.IP})
 		}
 	}
 	return w
+}
+
+// holderOf is the sandbox an allocation belongs to. An allocation ipamd
+// rebuilt from the kernel is keyed by the pod's host veth: it is the
+// sandbox's whose veth that is, if that sandbox still runs.
+func (r *run) holderOf(k datastore.Key) string {
+	if !k.Recovered() {
+		return k.ContainerID
+	}
+	for _, p := range r.pods {
+		if p.phase == running && p.hostVeth == k.ContainerID {
+			return p.containerID
+		}
+	}
+	return k.ContainerID
 }
 
 var bg = context.Background

@@ -17,11 +17,12 @@ const nodeNS = "node"
 // eniLink names the node link of ENI device d, as on an instance.
 func eniLink(device int) string { return fmt.Sprintf("eth%d", device) }
 
-// buildNode creates the node namespace with its ENIs and their host
-// networking (REFERENCE.md §3.2 "Per-ENI host state"): each ENI a link
-// with its primary address; the primary ENI's default route in main; for
-// every secondary ENI a table device+1 with the gateway and a default
-// route, rule 32765 from its primary IP, and no subnet route in main.
+// buildNode creates the node namespace with the links of the attached ENIs
+// (the hypervisor's part) and the primary ENI's address and default route
+// (the OS's part). ipamd configures the others when it starts: each
+// secondary ENI's table device+1 with the gateway and a default route,
+// rule 32765 from its primary IP, no subnet route in main (REFERENCE.md
+// §3.2 "Per-ENI host state").
 //
 // In IPv6 mode the primary ENI also has a global address in the /64 of its
 // delegated prefix (outside the /80 pods take from) and an IPv6 default
@@ -44,16 +45,55 @@ func buildNode(k *model.Kernel, inv cloud.Inventory, ipv6 bool) (kernel.API, clo
 		}
 	}
 	for _, eni := range inst.ENIs {
-		if err := setupENI(k, h, eni); err != nil {
+		idx, err := plug(k, eni)
+		if err != nil {
 			return nil, inst, fmt.Errorf("ENI %s (device %d): %w", eni.ID, eni.DeviceNumber, err)
 		}
-		if ipv6 && eni.DeviceNumber == 0 && len(eni.IPv6Prefixes) > 0 {
+		if eni.DeviceNumber != 0 {
+			continue
+		}
+		if err := setupPrimary(h, eni, idx); err != nil {
+			return nil, inst, fmt.Errorf("primary ENI %s: %w", eni.ID, err)
+		}
+		if ipv6 && len(eni.IPv6Prefixes) > 0 {
 			if err := setupENIv6(h, eni); err != nil {
 				return nil, inst, fmt.Errorf("ENI %s IPv6: %w", eni.ID, err)
 			}
 		}
 	}
 	return h, inst, nil
+}
+
+// plug makes an attached ENI's link appear, down, with the ENI's MAC.
+func plug(k *model.Kernel, eni cloud.ENI) (int, error) {
+	mac, err := net.ParseMAC(eni.MAC)
+	if err != nil {
+		return 0, err
+	}
+	return k.AddDevice(nodeNS, eniLink(eni.DeviceNumber), 9001, mac)
+}
+
+// plugENI and unplugENI are the memory cloud's attach and detach hooks.
+func (r *run) plugENI(eni cloud.ENI) {
+	if _, err := plug(r.kern, eni); err != nil {
+		r.note("attach %s: its link did not appear: %v", eni.ID, err)
+	}
+}
+
+func (r *run) unplugENI(eni cloud.ENI) {
+	if err := r.node.LinkDel(eniLink(eni.DeviceNumber)); err != nil && !kernel.IsNotFound(err) {
+		r.note("detach %s: %v", eni.ID, err)
+	}
+}
+
+func setupPrimary(h kernel.API, eni cloud.ENI, idx int) error {
+	if err := h.LinkSetUp(eniLink(eni.DeviceNumber)); err != nil {
+		return err
+	}
+	if err := h.AddrAdd(idx, prefixNet(netip.PrefixFrom(eni.PrimaryIP, eni.Subnet.Bits()))); err != nil {
+		return err
+	}
+	return h.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: net.IP(eni.Gateway.AsSlice()), LinkIndex: idx, Family: kernel.FamilyV4})
 }
 
 func setupENIv6(h kernel.API, eni cloud.ENI) error {
@@ -72,46 +112,6 @@ func setupENIv6(h kernel.API, eni cloud.ENI) error {
 		return err
 	}
 	return h.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: net.ParseIP("fe80::1"), LinkIndex: l.Index, Family: kernel.FamilyV6})
-}
-
-func setupENI(k *model.Kernel, h kernel.API, eni cloud.ENI) error {
-	name := eniLink(eni.DeviceNumber)
-	mac, err := net.ParseMAC(eni.MAC)
-	if err != nil {
-		return err
-	}
-	idx, err := k.AddDevice(nodeNS, name, 9001, mac)
-	if err != nil {
-		return err
-	}
-	if err := h.LinkSetUp(name); err != nil {
-		return err
-	}
-	addr := netip.PrefixFrom(eni.PrimaryIP, eni.Subnet.Bits())
-	if err := h.AddrAdd(idx, prefixNet(addr)); err != nil {
-		return err
-	}
-	gw := net.IP(eni.Gateway.AsSlice())
-	if eni.Trunk {
-		return nil // the trunk carries VLANs: no table or rule of its own
-	}
-	if eni.DeviceNumber == 0 {
-		return h.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: gw, LinkIndex: idx, Family: kernel.FamilyV4})
-	}
-	table := eni.DeviceNumber + 1
-	// The connected route would let traffic for the subnet bypass the
-	// table; the reference deletes it.
-	if err := h.RouteDel(kernel.Route{Table: kernel.TableMain, Dst: prefixNet(eni.Subnet.Masked()), LinkIndex: idx}); err != nil && !kernel.IsNotFound(err) {
-		return err
-	}
-	gwHost := netip.PrefixFrom(eni.Gateway, 32)
-	if err := h.RouteAdd(kernel.Route{Table: table, Dst: prefixNet(gwHost), LinkIndex: idx, Scope: kernel.ScopeLink}); err != nil {
-		return err
-	}
-	if err := h.RouteAdd(kernel.Route{Table: table, Gw: gw, LinkIndex: idx, Family: kernel.FamilyV4}); err != nil {
-		return err
-	}
-	return h.RuleAdd(kernel.Rule{Priority: 32765, Family: kernel.FamilyV4, Src: prefixNet(netip.PrefixFrom(eni.PrimaryIP, 32)), Table: table})
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {

@@ -21,6 +21,27 @@ type Policy interface {
 	// Describe says in a line what the flow does, for --help and reports.
 	Describe() string
 	Del(p *plugin.Plugin, r *plugin.DelRequest) error
+	// Ipamd is the daemon the flow ran beside.
+	Ipamd() Ipamd
+}
+
+// Ipamd is what the daemon of a policy's era does beyond serving calls.
+// The harness runs vpccni's ipamd with these switches, so a legacy flow is
+// judged with the daemon it had: the reference has no reconciler and
+// starts blind without its checkpoint.
+type Ipamd struct {
+	// Reconcile: release allocations of pods that are gone and remove
+	// orphan rules (vpccni only).
+	Reconcile bool
+	// AdoptOnMissing: without a checkpoint, adopt the addresses the kernel
+	// shows pods using (vpccni only).
+	AdoptOnMissing bool
+	// RecoverCorrupt: rebuild from the kernel instead of refusing to start
+	// on a corrupt checkpoint (vpccni with --recover-from-kernel).
+	RecoverCorrupt bool
+	// PruneStale: on restore, drop allocations whose pod has no veth and
+	// delete their rules at once (the reference since v1.13).
+	PruneStale bool
 }
 
 // Default is vpccni's flow (plugin.Delete).
@@ -31,6 +52,11 @@ func (Default) Describe() string {
 	return "vpccni: tear down from prevResult first, then release with a deadline; no ipamd outcome stops the teardown"
 }
 func (Default) Del(p *plugin.Plugin, r *plugin.DelRequest) error { return p.Delete(r) }
+
+// Ipamd of vpccni: every recovery on, as deploy/ runs it.
+func (Default) Ipamd() Ipamd {
+	return Ipamd{Reconcile: true, AdoptOnMissing: true, RecoverCorrupt: true}
+}
 
 // The reference's DEL flows differ in two decisions only, so they are one
 // flow with two settings (REFERENCE.md §1.5, §5):
@@ -51,6 +77,7 @@ type reference struct {
 	branchFromPrevResult bool
 	// onIpamdFailure: what an unreachable or failing ipamd leads to.
 	onIpamdFailure ipamdFailure
+	ipamd          Ipamd
 }
 
 type ipamdFailure int
@@ -63,17 +90,18 @@ const (
 
 var (
 	RefV110 = reference{"ref-v1.10", "reference v1.10: release first, tear down from ipamd's reply only; unreachable -> error; unknown pod -> success, no teardown",
-		false, failNoTeardown}
+		false, failNoTeardown, Ipamd{}}
 	RefV111 = reference{"ref-v1.11", "reference v1.11: branch pods from prevResult; others as ref-v1.10 (the #2048 leak)",
-		true, failNoTeardown}
+		true, failNoTeardown, Ipamd{}}
 	RefV1121 = reference{"ref-v1.12.1", "reference v1.12.1: ipamd unreachable -> teardown from prevResult and return the error; unknown pod -> success, no teardown",
-		true, failTeardownError}
+		true, failTeardownError, Ipamd{}}
 	RefCurrent = reference{"ref-current", "reference today: ipamd unreachable -> teardown from prevResult, success; unknown pod -> success, no teardown; release before teardown",
-		true, failTeardownSuccess}
+		true, failTeardownSuccess, Ipamd{PruneStale: true}}
 )
 
 func (f reference) Name() string     { return f.name }
 func (f reference) Describe() string { return f.describe }
+func (f reference) Ipamd() Ipamd     { return f.ipamd }
 
 func (f reference) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
 	if f.branchFromPrevResult && r.State != nil && r.State.VlanID != 0 {

@@ -44,6 +44,31 @@ type Node struct {
 	// back-off 1s, 2s, 4s, …) before it gives up and the runtime removes
 	// the sandbox anyway. Default 5.
 	KubeletRetries int `json:"kubeletRetries,omitempty"`
+	// Start is the in-memory EC2 instance at start: "full" (default, every
+	// ENI attached with every address: ENI d in 10.0.(d+1).0/24) or
+	// "fresh" (the primary ENI alone, no secondary address: the warm pool
+	// grows it from the primary's subnet).
+	Start string `json:"start,omitempty"`
+	// WarmPool turns ipamd's warm-pool manager on with these targets; nil
+	// keeps the pool as the instance starts (a "full" instance).
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
+}
+
+// WarmPool are ipamd's warm-pool targets (the reference's variables).
+type WarmPool struct {
+	WarmENITarget    int  `json:"warmENITarget,omitempty"`
+	WarmIPTarget     int  `json:"warmIPTarget,omitempty"`
+	MinimumIPTarget  int  `json:"minimumIPTarget,omitempty"`
+	WarmPrefixTarget int  `json:"warmPrefixTarget,omitempty"`
+	PrefixDelegation bool `json:"prefixDelegation,omitempty"`
+	MaxENI           int  `json:"maxENI,omitempty"`
+}
+
+// Fault makes the in-memory EC2 fail the next calls of one API.
+type Fault struct {
+	API   string `json:"api"`   // e.g. AssignPrivateIpAddresses
+	Code  string `json:"code"`  // e.g. RequestLimitExceeded
+	Times int    `json:"times"` // how many calls fail
 }
 
 // Pod declares a pod: "namespace/name", and the ENI device its address
@@ -51,6 +76,9 @@ type Node struct {
 type Pod struct {
 	Name   string `json:"name"`
 	Device int    `json:"device"`
+	// Count declares Count pods named <name>-0 … <name>-<Count-1>; events
+	// name them all with <name>-*.
+	Count int `json:"count,omitempty"`
 }
 
 // Event is one step of the timeline. Exactly one field is set.
@@ -71,9 +99,16 @@ type Event struct {
 	Evict string `json:"evict,omitempty"`
 	// CancelEviction starts ipamd again ("aws-node").
 	CancelEviction string `json:"cancel-eviction,omitempty"`
-	// Memory says what the restarted ipamd remembers: "lost" (no
-	// checkpoint: the incident's condition).
+	// Restart kills ipamd and starts it again at once ("ipamd"): a crash
+	// or an OOM kill rather than an eviction.
+	Restart string `json:"restart,omitempty"`
+	// Memory says what the restarted ipamd finds of its checkpoint:
+	// "kept" (default: the file survives, as since the reference's
+	// v1.12), "lost" (no file: the incident's condition) or "corrupt"
+	// (a truncated file).
 	Memory string `json:"memory,omitempty"`
+	// EC2Fault makes the in-memory EC2 fail the next calls of an API.
+	EC2Fault *Fault `json:"ec2-fault,omitempty"`
 	// Wait advances the clock (kubelet retries fall due meanwhile).
 	Wait *Duration `json:"wait,omitempty"`
 	// Settle advances the clock until kubelet has nothing left to retry.
@@ -159,6 +194,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 var (
 	KnownModes    = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
 	KnownVerdicts = []string{"clean", "leak"}
+	KnownMemory   = []string{"kept", "lost", "corrupt"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
 
@@ -210,6 +246,19 @@ func (s *Scenario) validate() error {
 	if s.Node.KubeletRetries < 0 || s.Node.KubeletRetries > 20 {
 		return fmt.Errorf("node.kubeletRetries %d is not between 0 and 20", s.Node.KubeletRetries)
 	}
+	switch s.Node.Start {
+	case "":
+		s.Node.Start = "full"
+	case "full", "fresh":
+	default:
+		return fmt.Errorf("node.start %q: want full or fresh", s.Node.Start)
+	}
+	if s.Node.Start == "fresh" && s.Node.WarmPool == nil {
+		return fmt.Errorf("node.start fresh needs node.warmPool: nothing would ever add an address")
+	}
+	if err := s.expandCounts(); err != nil {
+		return err
+	}
 	declared := map[string]bool{}
 	for i, p := range s.Pods {
 		if !podName.MatchString(p.Name) {
@@ -257,13 +306,20 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 		}
 	}
 	set := 0
-	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.ForceDelete != nil, e.Evict != "", e.CancelEviction != "", e.Wait != nil, e.Settle != nil} {
+	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.ForceDelete != nil, e.Evict != "", e.CancelEviction != "",
+		e.Restart != "", e.EC2Fault != nil, e.Wait != nil, e.Settle != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, wait, settle (got %d)", set)
+		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, wait, settle (got %d)", set)
+	}
+	if err := s.expandGlobs(e); err != nil {
+		return err
+	}
+	if f := e.EC2Fault; f != nil && (f.API == "" || f.Code == "" || f.Times < 1 || f.Times > 1000) {
+		return fmt.Errorf("ec2-fault needs api, code and times between 1 and 1000")
 	}
 	for j := range e.Add {
 		r := &e.Add[j]
@@ -298,14 +354,88 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 			return fmt.Errorf("only aws-node can be evicted, not %q", a)
 		}
 	}
-	if e.CancelEviction != "" && e.Memory != "lost" {
-		return fmt.Errorf("cancel-eviction needs memory: lost (a kept checkpoint is not supported by this ipamd yet)")
+	if e.Restart != "" && e.Restart != "ipamd" {
+		return fmt.Errorf("only ipamd can be restarted, not %q", e.Restart)
+	}
+	if e.Memory != "" && !contains(KnownMemory, e.Memory) {
+		return fmt.Errorf("memory %q is not one of %s", e.Memory, strings.Join(KnownMemory, ", "))
 	}
 	if e.WithoutPrevResult && e.Delete == nil && e.ForceDelete == nil {
 		return fmt.Errorf("withoutPrevResult only goes with delete or force-delete")
 	}
-	if e.CancelEviction == "" && e.Memory != "" {
-		return fmt.Errorf("memory only goes with cancel-eviction")
+	if e.CancelEviction == "" && e.Restart == "" && e.Memory != "" {
+		return fmt.Errorf("memory only goes with cancel-eviction or restart")
+	}
+	return nil
+}
+
+// expandCounts replaces each pod with a count by its numbered pods.
+func (s *Scenario) expandCounts() error {
+	var out []Pod
+	for i, p := range s.Pods {
+		if p.Count == 0 {
+			out = append(out, p)
+			continue
+		}
+		if p.Count < 0 || p.Count > 1000 {
+			return fmt.Errorf("pods[%d]: count %d is not between 1 and 1000", i, p.Count)
+		}
+		for j := range p.Count {
+			out = append(out, Pod{Name: fmt.Sprintf("%s-%d", p.Name, j), Device: p.Device})
+		}
+	}
+	s.Pods = out
+	return nil
+}
+
+// expandGlobs replaces "<name>-*" in an event by every declared pod whose
+// name starts with "<name>-", in declaration order.
+func (s *Scenario) expandGlobs(e *Event) error {
+	expand := func(n string) ([]string, error) {
+		if !strings.HasSuffix(n, "-*") {
+			return []string{n}, nil
+		}
+		full := s.Resolve(strings.TrimSuffix(n, "*") + "0")
+		stem := strings.TrimSuffix(full, "0")
+		var hit []string
+		for _, p := range s.Pods {
+			if strings.HasPrefix(p.Name, stem) {
+				hit = append(hit, p.Name)
+			}
+		}
+		if len(hit) == 0 {
+			return nil, fmt.Errorf("%q names no declared pod", n)
+		}
+		return hit, nil
+	}
+	var add []PodRef
+	for _, r := range e.Add {
+		names, err := expand(r.Name)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			c := r
+			c.Name = n
+			add = append(add, c)
+		}
+	}
+	if e.Add != nil {
+		e.Add = add
+	}
+	for _, list := range []*[]string{&e.Delete, &e.ForceDelete} {
+		if *list == nil {
+			continue
+		}
+		var out []string
+		for _, n := range *list {
+			names, err := expand(n)
+			if err != nil {
+				return err
+			}
+			out = append(out, names...)
+		}
+		*list = out
 	}
 	return nil
 }

@@ -71,7 +71,9 @@ var _ = Describe("library", func() {
 
 // The invariants must catch a broken teardown, not only the legacy flows:
 // remove one teardown step from vpccni's own flow, in each mode, and the
-// eviction scenario must leak exactly what that step removes.
+// eviction scenario must leak exactly what that step removes — judged with
+// the reconciler off, since it would clean up after the broken plugin (the
+// next Describe shows it does, for the rules it owns).
 var _ = Describe("a teardown step removed", Label("mutation"), func() {
 	s, err := spec.Load("../library/autoscaler-evicts-aws-node.yaml")
 	if err != nil {
@@ -93,11 +95,41 @@ var _ = Describe("a teardown step removed", Label("mutation"), func() {
 				}
 				return nil
 			}
-			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook})
+			plugin := policy.Default{}.Ipamd()
+			plugin.Reconcile = false
+			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook, Ipamd: &plugin})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Kinds).To(ContainElement(invariant.Leak))
 			Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.What },
 				ContainSubstring(c.want))))
+		})
+	}
+})
+
+// What the plugin misses, ipamd's reconciler reclaims: the rules it owns
+// (512/1536 of pool addresses, prio-10 iif rules of gone branch links)
+// are gone after the settle even when the plugin's teardown skipped them.
+var _ = Describe("the reconciler behind a broken teardown", Label("mutation", "reconciler"), func() {
+	s, err := spec.Load("../library/autoscaler-evicts-aws-node.yaml")
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range []struct{ mode, step string }{
+		{"ipv4", driver.StepDelRuleToPod},
+		{"ipv4", driver.StepDelRuleFrom},
+		{"ipv6", driver.StepDelRuleToPod},
+		{"branch-eni-strict", driver.StepDelIIFRules},
+	} {
+		It(c.mode+": without "+c.step+" the node still ends clean", Label(c.mode), func() {
+			hook := func(name string) error {
+				if name == c.step {
+					return driver.ErrSkipStep
+				}
+				return nil
+			}
+			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Violations).To(BeEmpty())
 		})
 	}
 })

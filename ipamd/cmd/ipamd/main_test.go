@@ -30,7 +30,7 @@ func TestUsage(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"--cloud", "aws"}, {"--instance-type", "x1.banana"}, {"--log-level", "loud"},
+		{"--cloud", "gcp"}, {"--cloud", "aws", "--instance-type", "m5.large"}, {"--instance-type", "x1.banana"}, {"--log-level", "loud"},
 		{"--log-format", "xml"}, {"--nope"}, {"extra"},
 	} {
 		var out, errb bytes.Buffer
@@ -40,8 +40,8 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 	var errb bytes.Buffer
-	run([]string{"--cloud", "aws"}, &bytes.Buffer{}, &errb, nil)
-	if !strings.Contains(errb.String(), `"memory"`) {
+	run([]string{"--cloud", "gcp"}, &bytes.Buffer{}, &errb, nil)
+	if !strings.Contains(errb.String(), `"memory" or "aws"`) {
 		t.Errorf("--cloud error does not name the supported value: %q", errb.String())
 	}
 }

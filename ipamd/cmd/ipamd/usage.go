@@ -1,0 +1,166 @@
+package main
+
+// usage is ipamd --help. The %s are the default socket and the memory
+// cloud's known instance types.
+const usage = `Usage: ipamd [flags]
+
+ipamd is vpccni's IP address management daemon, the job the aws-node pod
+does in the reference AWS VPC CNI. It keeps the node's pool of pod
+addresses (secondary IPv4 addresses or /28 prefixes of the instance's
+ENIs, or /128s of the primary ENI's IPv6 prefix) at its warm targets,
+hands them to the vpc-cni plugin over gRPC (service rpc.CNIBackend,
+wire-compatible with the reference) on a Unix socket only root and its
+group may use (mode 0660), beside the standard gRPC health service,
+SERVING for "" and "grpc.health.v1.aws-node".
+
+Every assignment and release is written to a checkpoint file in the
+reference's format (vpc-cni-ipam/1) before the plugin is answered, so a
+restarted ipamd remembers its pods. On start it restores the checkpoint,
+configures each ENI's table and rule 32765, and reconciles: allocations
+whose pod's host veth is gone are released, and pod rules 512/1536 (and
+prio-10 iif rules of branch pods) that belong to no allocation are removed
+— only rules whose selector is exactly a pool address, in a pod table.
+SIGTERM or SIGINT stops it gracefully: no new calls, calls in flight
+finish, the checkpoint is written, the socket removed, exit 0.
+
+Environment variables of the reference are read as the flags' defaults;
+a flag given on the command line wins.
+
+Serving:
+  --socket PATH
+        Unix socket to serve on (default %s). Its directory is created
+        (mode 0755) if missing; a socket file left by a killed ipamd is
+        replaced.
+  --reject-version-mismatch
+        Refuse calls from a plugin whose ClientVersion is not this build's
+        version, with FailedPrecondition "wrong client version", as the
+        reference does. Off by default: any version is accepted and logged.
+  --introspection-address HOST:PORT|unix:PATH   (INTROSPECTION_BIND_ADDRESS)
+        JSON introspection over HTTP (default 127.0.0.1:61679): /v1/enis,
+        /v1/allocations, /v1/pool, /v1/ipamd-env-settings. Only a loopback
+        address is accepted: the allocations name every pod on the node.
+  --allow-nonloopback-introspection
+        Accept a non-loopback --introspection-address anyway.
+  --disable-introspection   (DISABLE_INTROSPECTION=true)
+  --metrics-address HOST:PORT   (METRICS_BIND_ADDRESS)
+        Prometheus metrics at /metrics (default :61678, as the reference):
+        pool sizes and targets, add/del requests by result, reconciler
+        removals, checkpoint writes, EC2 calls by API and error with
+        latency.
+  --disable-metrics   (DISABLE_METRICS=true)
+
+State:
+  --checkpoint PATH   (AWS_VPC_K8S_CNI_BACKING_STORE)
+        The checkpoint file (default /var/run/aws-node/ipam.json), written
+        atomically (temp file, fsync, rename, directory fsync), mode 0600.
+        Concurrent calls share one write. A missing file means a fresh
+        node: ipamd still adopts, as recovered allocations, the addresses
+        the kernel shows pods using (a host veth with a /32 or /128 route),
+        so it never hands a live pod's address to another.
+  --recover-from-kernel   (VPCCNI_RECOVER_FROM_KERNEL=true)
+        When the checkpoint is corrupt or of an unknown version, move it
+        aside (<file>.unreadable-<unix time>) and rebuild the allocations
+        from the pods' host veths and routes. Without it ipamd refuses to
+        start and says what is wrong with the file, which it leaves alone.
+  --ip-cooldown DURATION   (IP_COOLDOWN_PERIOD, in seconds)
+        How long a released address rests before it is handed out again
+        (default 30s).
+  --reconcile=false
+        Turn the reconciler off (the reference has none).
+  --reconcile-interval DURATION
+        Period of the reconciler (default 1m).
+  --reconcile-grace DURATION
+        An allocation younger than this is never released as gone: an ADD
+        assigns the address before it creates the veth (default 1m).
+  --veth-prefix PREFIX   (AWS_VPC_K8S_CNI_VETHPREFIX)
+        The plugin's host veth prefix (default eni), by which recovery
+        recognises pods; "vlan" (strict branch pods) is always recognised.
+
+Cloud and pool:
+  --cloud memory|aws
+        Where the instance and its addresses come from (default memory).
+        "aws": EC2 and the instance metadata service through the AWS SDK
+        (credentials and region from the usual chain; region from IMDS if
+        unset). "memory": an in-memory EC2 that calls no AWS API; ipamd
+        then makes stand-in links for the ENIs it attaches (a veth pair
+        eth<N>/vpc<N> with the ENI's MAC) — only inside a network
+        namespace other than the machine's own: there it leaves the
+        kernel alone and neither configures ENIs nor reconciles.
+  --instance-type TYPE
+        Instance type of the memory cloud (default m5.large). Known: %s.
+  --memory-start full|fresh
+        The memory cloud's instance at start (default full): "full" has
+        every ENI attached with every address (ENI N in 10.0.N+1.0/24);
+        "fresh" is a newly launched instance, the primary ENI alone with
+        no secondary address, and the warm pool grows it.
+  --region REGION   (AWS_REGION)
+  --ec2-endpoint URL   (AWS_EC2_ENDPOINT)
+        EC2 endpoint override, for testing against a stand-in.
+  --warm-eni-target N   (WARM_ENI_TARGET, default 1)
+  --warm-ip-target N   (WARM_IP_TARGET)
+  --minimum-ip-target N   (MINIMUM_IP_TARGET)
+  --warm-prefix-target N   (WARM_PREFIX_TARGET)
+  --enable-prefix-delegation   (ENABLE_PREFIX_DELEGATION=true)
+  --max-eni N   (MAX_ENI)
+        The warm pool, as in the reference: with neither WARM_IP_TARGET nor
+        MINIMUM_IP_TARGET set, keep WARM_ENI_TARGET whole ENIs' worth of
+        free addresses; otherwise keep WARM_IP_TARGET free and at least
+        MINIMUM_IP_TARGET in all. Addresses over target go back to EC2 at
+        most every 30s; after InsufficientFreeAddressesInSubnet the pool
+        does not grow for 2 minutes. Prefix delegation gets /28s (16
+        addresses) instead of single addresses.
+  --ipv6   (ENABLE_IPv6=true)
+        IPv6 mode: hand pods /128 addresses from the primary ENI's
+        delegated IPv6 prefix (the reference's ENABLE_IPv6 with prefix
+        delegation); no further ENI is attached.
+
+Security groups for pods:
+  --enable-pod-eni   (ENABLE_POD_ENI=true)
+        Before giving a pod an address, ipamd asks the pod-ENI source
+        whether the pod has a branch ENI: a pod whose first container has a
+        vpc.amazonaws.com/pod-eni* limit, described by its
+        vpc.amazonaws.com/pod-eni annotation. Such a pod gets its branch
+        ENI's address, VLAN id, MAC and gateway and the trunk ENI's link
+        index, for the plugin to build a VLAN link on the trunk; it takes
+        no address from the pool. The trunk ENI is found in ipamd's own
+        network namespace by its MAC; a branch pod whose trunk link cannot
+        be found is refused (Success=false), and the log says why. With
+        --cloud memory the instance gets a trunk ENI in its last ENI slot
+        (device 2 of an m5.large), which carries no pod addresses. On DEL
+        of a pod ipamd holds no address for, ipamd asks the source again: a
+        branch pod's VLAN and address come back, a pod the API server no
+        longer has is a success with nothing to tear down.
+  --pod-eni-source kubernetes|static
+        Where --enable-pod-eni learns about branch pods (default
+        kubernetes). "kubernetes" GETs the pod from the API server on
+        every ADD (and on a DEL the pool cannot answer), with the
+        in-cluster service account, or with --kubeconfig; ipamd refuses
+        to start when it has neither. "static" reads --pod-eni-file
+        once, at startup, for use with --cloud memory and tests.
+  --kubeconfig PATH
+        Kubeconfig file for --pod-eni-source kubernetes.
+  --pod-eni-file PATH
+        JSON file for --pod-eni-source static: an object mapping
+        "namespace/name" to one element of the annotation, e.g.
+          {"default/web": {"eniId": "eni-0a1b2c3d4e5f60718",
+            "ifAddress": "0a:1b:2c:3d:4e:5f", "privateIp": "192.168.5.20",
+            "vlanID": 7, "subnetCidr": "192.168.5.0/24"}}
+        (ipv6Addr and subnetV6Cidr for --ipv6). Pods it does not name
+        are regular pods. Unknown fields, a vlanID outside 1..4094, a MAC
+        or address that does not parse stop ipamd at startup.
+
+Logs:
+  --log-level LEVEL
+        debug, info, warn or error (default info). Logs go to stderr.
+  --log-format FORMAT
+        text or json (default text).
+
+  --version
+        Print the build version and exit.
+  -h, --help
+        Print this help and exit.
+
+Exit status: 0 after SIGTERM/SIGINT (or --help, --version), 1 when the
+daemon cannot start (socket, checkpoint, cloud, pod-ENI source), 2 for a
+usage error.
+`

@@ -1,0 +1,77 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// PoolStats is a snapshot of the address pool and the targets it is
+// managed towards.
+type PoolStats struct {
+	Total    int // pod addresses the node holds (assigned, cooling and free)
+	Assigned int // addresses assigned to pods
+	Cooling  int // released addresses not yet reusable
+	ENIs     int // ENIs attached and managed
+	MaxENIs  int // ENIs the instance may attach (MAX_ENI applied)
+
+	WarmIPTarget     int // WARM_IP_TARGET, 0 when unset
+	MinimumIPTarget  int // MINIMUM_IP_TARGET, 0 when unset
+	WarmENITarget    int // WARM_ENI_TARGET
+	WarmPrefixTarget int // WARM_PREFIX_TARGET, 0 when unset
+}
+
+// poolGauge is one gauge of the pool collector: its description and the
+// field of the snapshot it reports.
+type poolGauge struct {
+	desc  *prometheus.Desc
+	value func(PoolStats) int
+}
+
+// poolCollector reports PoolStats as gauges at scrape time. One collector
+// rather than a GaugeFunc per value so that a scrape takes a single
+// snapshot: the gauges of one scrape then agree with each other (assigned
+// never exceeds total because the pool changed between two calls), and the
+// datastore lock is taken once per scrape.
+type poolCollector struct {
+	pool   func() PoolStats
+	gauges []poolGauge
+}
+
+func newPoolCollector(pool func() PoolStats) *poolCollector {
+	gauge := func(name, help string, value func(PoolStats) int) poolGauge {
+		return poolGauge{desc: prometheus.NewDesc(name, help, nil, nil), value: value}
+	}
+	return &poolCollector{
+		pool: pool,
+		gauges: []poolGauge{
+			gauge("awscni_total_ip_addresses", "Pod addresses the node holds: assigned, cooling and free.",
+				func(s PoolStats) int { return s.Total }),
+			gauge("awscni_assigned_ip_addresses", "Pod addresses assigned to pods.",
+				func(s PoolStats) int { return s.Assigned }),
+			gauge("vpccni_cooling_ip_addresses", "Released pod addresses in their cooldown, not yet reusable.",
+				func(s PoolStats) int { return s.Cooling }),
+			gauge("awscni_eni_allocated", "ENIs attached to the node and managed by ipamd.",
+				func(s PoolStats) int { return s.ENIs }),
+			gauge("awscni_eni_max", "ENIs the node may attach.",
+				func(s PoolStats) int { return s.MaxENIs }),
+			gauge("vpccni_warm_ip_target", "WARM_IP_TARGET in effect (0: unset).",
+				func(s PoolStats) int { return s.WarmIPTarget }),
+			gauge("vpccni_minimum_ip_target", "MINIMUM_IP_TARGET in effect (0: unset).",
+				func(s PoolStats) int { return s.MinimumIPTarget }),
+			gauge("vpccni_warm_eni_target", "WARM_ENI_TARGET in effect.",
+				func(s PoolStats) int { return s.WarmENITarget }),
+			gauge("vpccni_warm_prefix_target", "WARM_PREFIX_TARGET in effect (0: unset).",
+				func(s PoolStats) int { return s.WarmPrefixTarget }),
+		},
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range c.gauges {
+		ch <- g.desc
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	stats := c.pool()
+	for _, g := range c.gauges {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.value(stats)))
+	}
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/ipamd/warmpool"
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// maxSettle bounds a settle: kubelet's back-off never runs that long.
+const maxSettle = time.Hour
+
+// tick is how often ipamd's loops run (the reference's pool monitor
+// interval); the reconciler runs on its own interval within them.
+const tick = warmpool.DefaultInterval
+
+// nextDue is the time of the earliest pending kubelet DEL retry, -1 if none.
+func (r *run) nextDue() time.Duration {
+	due := time.Duration(-1)
+	for _, p := range r.pods {
+		if p.phase == terminating && (due < 0 || p.nextRetry < due) {
+			due = p.nextRetry
+		}
+	}
+	return due
+}
+
+// waitingToRun reports whether a pod's ADD failed and kubelet still wants
+// it running.
+func (r *run) waitingToRun() bool {
+	for _, p := range r.pods {
+		if p.wantRun {
+			return true
+		}
+	}
+	return false
+}
+
+// advance moves the clock to t, running what falls due in time order:
+// kubelet's DEL retries (ties by pod name, so runs are reproducible) and,
+// every tick while ipamd is up, ipamd's loops followed by kubelet's
+// retries of failed ADDs.
+func (r *run) advance(t time.Duration) {
+	for {
+		var name string
+		var next *pod
+		for n, p := range r.pods {
+			if p.phase != terminating || p.nextRetry > t {
+				continue
+			}
+			if next == nil || p.nextRetry < next.nextRetry || (p.nextRetry == next.nextRetry && n < name) {
+				name, next = n, p
+			}
+		}
+		nextTick := r.ticked + tick
+		if r.ipamd != nil && nextTick <= t && (next == nil || nextTick < next.nextRetry) {
+			r.now = nextTick
+			r.tickIpamd()
+			continue
+		}
+		if next == nil {
+			break
+		}
+		if next.nextRetry > r.now {
+			r.now = next.nextRetry
+		}
+		r.tryDel(name, next)
+	}
+	if t > r.now {
+		r.now = t
+	}
+}
+
+// tickIpamd runs ipamd's background work once, then retries the ADDs
+// kubelet is waiting on.
+func (r *run) tickIpamd() {
+	r.ticked = r.now
+	action, err := r.ipamd.Tick(context.Background())
+	if st := r.ipamd.Datastore().Stats(); err != nil {
+		r.note("t=%s ipamd warm pool: %s failed: %v (pool %d, assigned %d)", r.now, action, err, st.Total, st.Assigned)
+	} else if action != "" {
+		r.note("t=%s ipamd warm pool: %s (pool %d, assigned %d)", r.now, action, st.Total, st.Assigned)
+	}
+	var names []string
+	for n, p := range r.pods {
+		if p.wantRun {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	ran := 0
+	for _, n := range names {
+		p := r.pods[n]
+		p.quiet = true // one line for the whole retry round
+		if err := r.add(spec.PodRef{Name: n}); err != nil {
+			r.note("retry ADD %s: %v", n, err)
+		}
+		p.quiet = false
+		if p.phase == running {
+			ran++
+		}
+	}
+	r.note("t=%s kubelet retries %d failed ADDs: %d now run", r.now, len(names), ran)
+}
+
+// settle advances until kubelet has nothing left to retry.
+func (r *run) settle() {
+	limit := r.now + maxSettle
+	for r.now < limit {
+		due := r.nextDue()
+		switch {
+		case r.waitingToRun() && r.ipamd != nil && (due < 0 || r.ticked+tick < due):
+			r.advance(r.ticked + tick)
+		case due >= 0:
+			r.advance(due)
+		default:
+			return
+		}
+	}
+}
+
+// finish lets everything settle before the invariants are checked:
+// kubelet's retries, then long enough for ipamd's reconciler to release
+// what a DEL could not (its grace period and a pass after it).
+func (r *run) finish() {
+	r.settle()
+	r.advance(r.now + ipamd.DefaultReconcileGrace + ipamd.DefaultReconcileInterval + tick)
+}
