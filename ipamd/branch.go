@@ -46,6 +46,7 @@ func (h *handler) addBranch(ctx context.Context, log *slog.Logger, req *rpc.AddN
 	b, err := h.lookupPod(ctx, req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME())
 	if err != nil {
 		log.Warn("no address: cannot tell whether the pod has a branch ENI", "outcome", outcomeBranchLookup, "error", err)
+		h.d.countAdd(outcomeBranchLookup)
 		return fail, true
 	}
 	if b == nil {
@@ -59,16 +60,19 @@ func (h *handler) addBranch(ctx context.Context, log *slog.Logger, req *rpc.AddN
 	}
 	if _, ok := h.d.inst.Trunk(); !ok {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeNoTrunk, "reason", "the instance has no trunk ENI")
+		h.d.countAdd(outcomeNoTrunk)
 		return fail, true
 	}
 	parent, err := h.trunkIndex()
 	if err != nil {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeNoTrunk, "error", err)
+		h.d.countAdd(outcomeNoTrunk)
 		return fail, true
 	}
 	ip, gw, err := b.Addressing(h.d.cfg.IPv6)
 	if err != nil {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeBranchInvalid, "error", err)
+		h.d.countAdd(outcomeBranchInvalid)
 		return fail, true
 	}
 	// DeviceNumber -1 and table 0: the address is on no ENI of the pool
@@ -80,6 +84,7 @@ func (h *handler) addBranch(ctx context.Context, log *slog.Logger, req *rpc.AddN
 		md.IPv6Addr = ip.String()
 	}
 	log.Info("branch ENI assigned", "outcome", outcomeBranchAssigned, "ip", ip, "gateway", gw, "parentIfIndex", parent)
+	h.d.countAdd(outcomeBranchAssigned)
 	return &rpc.AddNetworkReply{
 		Success:              true,
 		IPAllocationMetadata: []*rpc.IPAllocationMetadata{md},
@@ -116,10 +121,12 @@ func (h *handler) delBranch(ctx context.Context, log *slog.Logger, req *rpc.DelN
 	b, err := h.lookupPod(ctx, req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME())
 	if errors.Is(err, podeni.ErrPodNotFound) {
 		log.Info("not in the datastore and the pod is gone: nothing to release", "outcome", outcomePodGone, "error", err)
+		h.d.countDel(outcomePodGone, req.GetReason())
 		return &rpc.DelNetworkReply{Success: true}, true, nil
 	}
 	if err != nil {
 		log.Error("not in the datastore and cannot tell whether the pod has a branch ENI", "outcome", outcomeBranchLookup, "error", err)
+		h.d.countDel(outcomeBranchLookup, req.GetReason())
 		return nil, true, status.Error(codes.Internal, err.Error())
 	}
 	if b == nil {
@@ -138,6 +145,7 @@ func (h *handler) delBranch(ctx context.Context, log *slog.Logger, req *rpc.DelN
 	if err != nil {
 		err = fmt.Errorf("pod %s/%s: %w", req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME(), err)
 		log.Error("branch-ENI pod with an unusable branch ENI", "outcome", outcomeBranchInvalid, "error", err)
+		h.d.countDel(outcomeBranchInvalid, req.GetReason())
 		return nil, true, status.Error(codes.Internal, err.Error())
 	}
 	md := &rpc.IPAllocationMetadata{}
@@ -147,6 +155,7 @@ func (h *handler) delBranch(ctx context.Context, log *slog.Logger, req *rpc.DelN
 		md.IPv6Addr = ip.String()
 	}
 	log.Info("branch ENI released", "outcome", outcomeBranchReleased, "ip", ip)
+	h.d.countDel(outcomeBranchReleased, req.GetReason())
 	return &rpc.DelNetworkReply{Success: true, PodVlanId: int32(b.VlanID), IPAllocationMetadata: []*rpc.IPAllocationMetadata{md}}, true, nil
 }
 

@@ -64,6 +64,7 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "netns", req.GetNetns(),
 		"clientVersion", req.GetClientVersion())
 	if !h.versionOK(log, req.GetClientVersion()) {
+		h.d.countAdd(outcomeVersion)
 		return nil, errWrongVersion
 	}
 	// A branch pod's address is its branch ENI's, not the pool's; the
@@ -77,12 +78,14 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 	// with no RPC error: the plugin fails the ADD and the runtime retries.
 	if req.GetContainerID() == "" || req.GetIfName() == "" || req.GetNetworkName() == "" {
 		log.Warn("no address", "outcome", outcomeInvalid, "reason", "ContainerID, IfName and NetworkName are required")
+		h.d.countAdd(outcomeInvalid)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
 	if req.GetRequiresMultiNICAttachment() {
 		// The reference refuses this unless multi-NIC is enabled, and this
 		// ipamd knows one network card only.
 		log.Warn("no address", "outcome", outcomeInvalid, "reason", "multi-NIC attachment is not supported")
+		h.d.countAdd(outcomeInvalid)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
 	device := -1
@@ -115,8 +118,8 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		h.d.countAdd(outcomeCheckpoint)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
-	h.d.countAdd(outcomeAssigned)
 	log.Info("address assigned", "outcome", outcomeAssigned, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
+	h.d.countAdd(outcomeAssigned)
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
 }
 
@@ -125,6 +128,7 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		"containerID", req.GetContainerID(), "ifName", req.GetIfName(), "reason", req.GetReason(),
 		"clientVersion", req.GetClientVersion())
 	if !h.versionOK(log, req.GetClientVersion()) {
+		h.d.countDel(outcomeVersion, req.GetReason())
 		return nil, errWrongVersion
 	}
 	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
@@ -157,13 +161,13 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		h.d.countDel(outcomeCheckpoint, req.GetReason())
 		return nil, status.Error(codes.Unavailable, "checkpoint write failed: "+err.Error())
 	}
-	h.d.countDel(outcomeReleased, req.GetReason())
 	if req.GetK8S_POD_NAME() == "" {
 		// An old or foreign plugin may not say who the pod is; the
 		// allocation remembers.
 		log = log.With("heldBy", podName(a.Meta.PodNamespace, a.Meta.PodName))
 	}
 	log.Info("address released", "outcome", outcomeReleased, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
+	h.d.countDel(outcomeReleased, req.GetReason())
 	return &rpc.DelNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
 }
 

@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
@@ -298,4 +301,71 @@ func TestStopWritesCheckpoint(t *testing.T) {
 	if _, err := client(t, sock).DelNetwork(ctx(t), delReq("c1")); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a stopped ipamd answered: %v", err)
 	}
+}
+
+// TestReferenceCheckpointRestores: a file the reference wrote (its exact
+// shape: an allocation without metadata, timestamps in nanoseconds) is
+// taken back unchanged, and what vpccni writes back reads the same.
+func TestReferenceCheckpointRestores(t *testing.T) {
+	path := ckptPath(t)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	ref := `{"version":"vpc-cni-ipam/1","allocations":[` +
+		`{"networkName":"aws-cni","containerID":"5f3a9c2e","ifName":"eth0","ipv4":"10.0.2.15","allocationTimestamp":1719912345123456789,"metadata":{"k8sPodNamespace":"default","k8sPodName":"nginx-0","interfacesCount":1}},` +
+		`{"networkName":"aws-cni","containerID":"0e9d8c7b","ifName":"eth0","ipv4":"10.0.1.16","allocationTimestamp":1719912400500000000,"metadata":{}}]}`
+	if err := os.WriteFile(path, []byte(ref), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	d := start(t, sock, Config{Checkpoint: path})
+	got := d.Allocations()
+	if len(got) != 2 || got[0].IP.String() != "10.0.1.16" || got[1].Meta.PodName != "nginx-0" || got[1].DeviceNumber != 1 ||
+		got[1].RouteTable != 2 || got[1].Since.UnixNano() != 1719912345123456789 {
+		t.Fatalf("restored %+v", got)
+	}
+	f, err := checkpoint.Read(path)
+	if err != nil || len(f.Allocations) != 2 {
+		t.Fatalf("rewritten checkpoint: %+v %v", f, err)
+	}
+	del, err := client(t, sock).DelNetwork(ctx(t), &rpc.DelNetworkRequest{NetworkName: "aws-cni", ContainerID: "5f3a9c2e", IfName: "eth0"})
+	if err != nil || !del.Success || del.IPAllocationMetadata[0].IPv4Addr != "10.0.2.15" {
+		t.Fatalf("DEL of a pod the reference added: %v %v", del, err)
+	}
+}
+
+// TestMetricsCountRequests: every answered call is counted by outcome.
+func TestMetricsCountRequests(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, func() metrics.PoolStats { return metrics.PoolStats{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := sockPath(t)
+	start(t, sock, Config{Metrics: m})
+	c := client(t, sock)
+	c.AddNetwork(ctx(t), addReq("c1"))
+	c.AddNetwork(ctx(t), &rpc.AddNetworkRequest{ContainerID: "x"})
+	c.DelNetwork(ctx(t), delReq("c1"))
+	c.DelNetwork(ctx(t), delReq("c1"))
+	text := gather(t, reg)
+	for _, want := range []string{`awscni_add_ip_req_count{result="assigned"} 1`, `awscni_add_ip_req_count{result="invalid-request"} 1`,
+		`awscni_del_ip_req_count{reason="PodDeleted",result="released"} 1`, `awscni_del_ip_req_count{reason="PodDeleted",result="unknown-pod"} 1`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s:\n%s", want, text)
+		}
+	}
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

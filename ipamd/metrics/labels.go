@@ -39,6 +39,7 @@ var requestResults = setOf(
 	"invalid-pod-eni",
 	"no-trunk",
 	"pod-gone",
+	"checkpoint-failed",
 )
 
 // ReasonUnspecified is the reason label of a DelNetwork request that

@@ -20,7 +20,10 @@ func TestUsage(t *testing.T) {
 		for _, want := range []string{"--socket PATH", "/var/run/aws-node/ipamd.sock", "--cloud memory", "--instance-type",
 			"m5.large", "c5.18xlarge", "--log-level", "--log-format", "--reject-version-mismatch", "--version",
 			"--enable-pod-eni", "ENABLE_POD_ENI=true", "--pod-eni-source kubernetes|static", "--kubeconfig PATH",
-			"--pod-eni-file PATH", "vpc.amazonaws.com/pod-eni", `"vlanID": 7`} {
+			"--pod-eni-file PATH", "vpc.amazonaws.com/pod-eni", `"vlanID": 7`, "--checkpoint PATH", "AWS_VPC_K8S_CNI_BACKING_STORE",
+			"/var/run/aws-node/ipam.json", "--recover-from-kernel", "VPCCNI_RECOVER_FROM_KERNEL", "IP_COOLDOWN_PERIOD", "--reconcile=false",
+			"127.0.0.1:61679", ":61678", "WARM_ENI_TARGET", "WARM_IP_TARGET", "MINIMUM_IP_TARGET", "WARM_PREFIX_TARGET",
+			"ENABLE_PREFIX_DELEGATION", "MAX_ENI", "--memory-start full|fresh", "--cloud memory|aws", "DISABLE_INTROSPECTION"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: help lacks %q", arg, want)
 			}
@@ -28,13 +31,21 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// isolated adds to args what keeps a test's ipamd off the machine's
+// defaults: its own checkpoint, and HTTP on ephemeral loopback ports.
+func isolated(t *testing.T, args ...string) []string {
+	return append(args, "--checkpoint", filepath.Join(t.TempDir(), "ipam.json"),
+		"--introspection-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0")
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--cloud", "gcp"}, {"--cloud", "aws", "--instance-type", "m5.large"}, {"--instance-type", "x1.banana"}, {"--log-level", "loud"},
-		{"--log-format", "xml"}, {"--nope"}, {"extra"},
+		{"--log-format", "xml"}, {"--nope"}, {"extra"}, {"--memory-start", "warm"}, {"--veth-prefix", "toolong"},
+		{"--warm-ip-target", "-1"}, {"--reconcile-interval", "soon"},
 	} {
 		var out, errb bytes.Buffer
-		code := run(append(args, "--socket", filepath.Join(t.TempDir(), "s")), &out, &errb, nil)
+		code := run(isolated(t, append(args, "--socket", filepath.Join(t.TempDir(), "s"))...), &out, &errb, nil)
 		if code != 2 || !strings.HasPrefix(errb.String(), "ipamd: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
@@ -59,7 +70,7 @@ func TestServeUntilSignal(t *testing.T) {
 	var errb bytes.Buffer
 	done := make(chan int)
 	go func() {
-		done <- run([]string{"--socket", sock, "--instance-type", "t3.medium", "--log-format", "json"}, &bytes.Buffer{}, &errb, stop)
+		done <- run(isolated(t, "--socket", sock, "--instance-type", "t3.medium", "--log-format", "json"), &bytes.Buffer{}, &errb, stop)
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -81,5 +92,61 @@ func TestServeUntilSignal(t *testing.T) {
 	logs := errb.String()
 	if n := strings.Count(logs, `"msg":"ipamd serving"`); n != 1 || !strings.Contains(logs, `"pool":15`) || !strings.Contains(logs, sock) {
 		t.Fatalf("startup line: %s", logs)
+	}
+}
+
+// TestEnvironment: the reference's variables are read, and a malformed
+// one is a usage error naming it.
+func TestEnvironment(t *testing.T) {
+	for name, value := range map[string]string{"WARM_IP_TARGET": "many", "IP_COOLDOWN_PERIOD": "30s",
+		"ENABLE_PREFIX_DELEGATION": "yes", "MAX_ENI": "-"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			var errb bytes.Buffer
+			if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, nil); code != exitUsage ||
+				!strings.Contains(errb.String(), name) {
+				t.Fatalf("%s=%s: exit %d, %q", name, value, code, errb.String())
+			}
+		})
+	}
+	env := map[string]string{"WARM_IP_TARGET": "4", "MINIMUM_IP_TARGET": "7", "IP_COOLDOWN_PERIOD": "45",
+		"AWS_VPC_K8S_CNI_BACKING_STORE": "/x/ipam.json", "DISABLE_METRICS": "true"}
+	f, err := parseFlags([]string{"--minimum-ip-target", "9"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.targets.WarmIP != 4 || f.targets.MinimumIP != 9 || f.cooldown != 45*time.Second || f.checkpoint != "/x/ipam.json" || !f.noMetrics {
+		t.Fatalf("flags %+v", f)
+	}
+}
+
+// TestMemoryCloudLeavesThisNamespaceAlone: outside a named network
+// namespace (here: the test's, maybe the machine's own) ipamd --cloud
+// memory serves but makes no stand-in link, route or rule.
+func TestMemoryCloudLeavesThisNamespaceAlone(t *testing.T) {
+	if _, ok := namedNamespace(); ok {
+		t.Skip("the test runs inside a named namespace")
+	}
+	dir, err := os.MkdirTemp("", "ipamd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "ipamd.sock")
+	stop := make(chan os.Signal, 1)
+	var errb bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(isolated(t, "--socket", sock, "--log-format", "json"), &bytes.Buffer{}, &errb, stop)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	stop <- syscall.SIGTERM
+	<-done
+	if !strings.Contains(errb.String(), "not touching the kernel") || strings.Contains(errb.String(), "stand-in link") {
+		t.Fatalf("logs: %s", errb.String())
 	}
 }
