@@ -249,11 +249,12 @@ func (s State) String() string { return strings.Join(s.Lines(), "\n") }
 // reverse (removed), in the order of Lines. Lines are counted, so a
 // duplicate rule added next to an existing identical line still shows.
 func Diff(before, after State) (added, removed []string) {
-	return minus(after.Lines(), before.Lines()), minus(before.Lines(), after.Lines())
+	return Minus(after.Lines(), before.Lines()), Minus(before.Lines(), after.Lines())
 }
 
-// minus returns the elements of a not matched one-for-one by b.
-func minus(a, b []string) []string {
+// Minus returns the elements of a not matched one-for-one by b (a
+// multiset difference: a duplicate line counts).
+func Minus(a, b []string) []string {
 	left := map[string]int{}
 	for _, x := range b {
 		left[x]++

@@ -321,16 +321,8 @@ func (c *Case) Check(before, after kernel.State, rep reconcile.Report) []string 
 
 // setDiff names the elements of a that b lacks (counted one for one).
 func setDiff(what string, a, b []string) []string {
-	left := map[string]int{}
-	for _, x := range b {
-		left[x]++
-	}
 	var out []string
-	for _, x := range a {
-		if left[x] > 0 {
-			left[x]--
-			continue
-		}
+	for _, x := range kernel.Minus(a, b) {
 		out = append(out, what+": "+x)
 	}
 	return out
