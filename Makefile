@@ -11,7 +11,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 # real-kernel suites).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel)
 
-.PHONY: all build test unit scenarios integration kernel-real replay vet fmt mocks proto \
+.PHONY: all build test unit scenarios explore integration kernel-real replay vet fmt mocks proto \
         verify-generated deps clean
 
 all: build
@@ -21,7 +21,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 
 ## test: everything CI runs.
-test: vet verify-generated unit scenarios kernel-real integration
+test: vet verify-generated unit scenarios explore kernel-real integration
 
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -37,6 +37,14 @@ kernel-real:
 ## integration: real binaries, real gRPC, network namespaces (root).
 integration:
 	$(GINKGO) -r -v --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
+
+## explore: the whole fault space of the eviction template (every failpoint
+## it reaches x occurrence x crash/error/hang x mode x policy x checkpoint
+## kept/lost/corrupt); fails if vpccni's flow is not clean on all of it.
+## EXPLORE_FLAGS="--out DIR" (without --no-shrink) writes the counterexamples.
+EXPLORE_FLAGS ?= --no-shrink
+explore:
+	$(GO) run ./scenarios/cmd/replay explore $(EXPLORE_FLAGS) scenarios/library/autoscaler-evicts-aws-node.yaml
 
 ## replay: the main job — replay the whole scenario library on the model.
 replay:

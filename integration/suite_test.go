@@ -46,6 +46,13 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, out)
 	}
+	// The failpoints spec crashes the plugin at its kernel steps: only a
+	// build with the tag reads VPCCNI_FAILPOINTS. It gets a directory of
+	// its own, so no CNI_PATH can mix it up with the production plugin.
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", filepath.Join(failpointBinDir(dir), "vpc-cni"), "./plugin/cmd/vpc-cni")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build -tags failpoints: %s", out)
 	return []byte(dir)
 }, func(dir []byte) {
 	requireRoot()

@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/eninet"
@@ -125,6 +126,8 @@ type Config struct {
 
 	// Metrics, when set, is fed by every component.
 	Metrics *metrics.Metrics
+	// Failpoints, when set, are armed failpoints (the harness's).
+	Failpoints *failpoint.Set
 }
 
 // RestorePolicy is what ipamd does at start with its checkpoint.

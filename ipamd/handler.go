@@ -110,6 +110,9 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		h.d.countAdd(outcome)
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
+	if err := h.d.fault(ctx, FailAddBeforeCheckpoint); err != nil {
+		return nil, err
+	}
 	if err := h.d.commit(ctx); err != nil {
 		// The pod must not get an address a crash would forget: the
 		// reference undoes the assignment too.
@@ -117,6 +120,9 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		log.Error("no address: the checkpoint could not be written", "outcome", outcomeCheckpoint, "ip", a.IP, "error", err)
 		h.d.countAdd(outcomeCheckpoint)
 		return &rpc.AddNetworkReply{Success: false}, nil
+	}
+	if err := h.d.fault(ctx, FailAddBeforeReply); err != nil {
+		return nil, err
 	}
 	log.Info("address assigned", "outcome", outcomeAssigned, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	h.d.countAdd(outcomeAssigned)
@@ -152,6 +158,9 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		h.d.countDel(outcomeError, req.GetReason())
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if err := h.d.fault(ctx, FailDelBeforeCheckpoint); err != nil {
+		return nil, err
+	}
 	if err := h.d.commit(ctx); err != nil {
 		// Keep the address held so the retried DEL finds it again.
 		if rerr := h.d.store.Reinstate(a); rerr != nil {
@@ -165,6 +174,9 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		// An old or foreign plugin may not say who the pod is; the
 		// allocation remembers.
 		log = log.With("heldBy", podName(a.Meta.PodNamespace, a.Meta.PodName))
+	}
+	if err := h.d.fault(ctx, FailDelBeforeReply); err != nil {
+		return nil, err
 	}
 	log.Info("address released", "outcome", outcomeReleased, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	h.d.countDel(outcomeReleased, req.GetReason())

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
@@ -181,6 +182,14 @@ func (p poolView) Release(id string) error {
 	k, ok := parseKeyID(id)
 	if !ok {
 		return fmt.Errorf("ipamd: malformed holder id %q", id)
+	}
+	if f := p.d.cfg.Failpoints.Hit(FailReconcileRelease); f != nil {
+		// In a pass there is no caller to answer: a crash kills the daemon
+		// (the harness restarts it), an error or a hang skips the release.
+		if f.Action == failpoint.Crash {
+			go p.d.Kill()
+		}
+		return f
 	}
 	a, err := p.d.store.ReleaseKey(k)
 	if err != nil {

@@ -369,3 +369,35 @@ func gather(t *testing.T, reg *prometheus.Registry) string {
 	}
 	return b.String()
 }
+
+// TestReconcilerReleasesAnEarlierSandboxsAddress: a pod whose first ADD
+// failed after ipamd assigned its address (ipamd crashed before replying)
+// runs again in a new sandbox with another address. Its veth exists, but
+// the main table routes only the new address to it: the first sandbox's
+// allocation is released; the new one is kept.
+func TestReconcilerReleasesAnEarlierSandboxsAddress(t *testing.T) {
+	n := newNode(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sock := sockPath(t)
+	d := start(t, sock, Config{Checkpoint: ckptPath(t), Kernel: n.h, StandInLinks: true, Reconcile: true, ManualLoops: true,
+		Now: func() time.Time { return now }, ReconcileGrace: time.Minute, ReconcileInterval: time.Minute})
+	c := client(t, sock)
+	first := addReqFor("web-0")
+	first.ContainerID = "sandbox-1"
+	if rep, err := c.AddNetwork(ctx(t), first); err != nil || !rep.Success {
+		t.Fatal(rep, err)
+	}
+	second := addReqFor("web-0")
+	second.ContainerID = "sandbox-2"
+	rep, err := c.AddNetwork(ctx(t), second)
+	if err != nil || !rep.Success {
+		t.Fatal(rep, err)
+	}
+	n.pod(t, "web-0", netip.MustParseAddr(rep.IPAllocationMetadata[0].IPv4Addr))
+	now = now.Add(2 * time.Minute)
+	d.Tick(ctx(t))
+	got := d.Allocations()
+	if len(got) != 1 || got[0].Key.ContainerID != "sandbox-2" {
+		t.Fatalf("after reconcile: %+v", got)
+	}
+}

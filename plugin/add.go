@@ -59,6 +59,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
 		}
 		return nil, cniError(ErrIpamd, "ipamd AddNetwork failed", err)
 	}
+	if err := p.env.Failpoints.Trigger(FailAddAssigned); err != nil {
+		p.releaseAfterFailedAdd(inv)
+		return nil, cniError(ErrSetupFailed, "failed before setting up the pod network", err)
+	}
 	podNet, device, err := podFromAddReply(reply, inv)
 	if err != nil {
 		p.releaseAfterFailedAdd(inv)
@@ -77,6 +81,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
 			p.releaseAfterFailedAdd(inv)
 		}
 		return nil, cniError(ErrSetupFailed, "failed to set up the pod network", err)
+	}
+	if err := p.env.Failpoints.Trigger(FailAddResult); err != nil {
+		return nil, cniError(ErrSetupFailed, "failed after setting up the pod network", err)
 	}
 	res := encodeResult(podNet, args.Netns, device, inv.podNS, inv.podName)
 	inv.log.Info("pod added", "hostVeth", podNet.HostVeth, "ips", podNet.IPs)

@@ -67,6 +67,9 @@ func Classify(err error) Outcome {
 
 // release asks ipamd to free the pod's address, within the deadline.
 func (p *Plugin) release(ctx context.Context, inv *invocation, reason string) (*rpc.DelNetworkReply, Outcome, error) {
+	if err := p.env.Failpoints.Trigger(FailDelRelease); err != nil {
+		return nil, OutcomeError, err
+	}
 	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
 	if err != nil {
 		return nil, OutcomeUnreachable, err
@@ -90,6 +93,9 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string) (*
 	}
 	if !reply.GetSuccess() {
 		return reply, OutcomeRefused, errors.New("ipamd refused the release (Success=false)")
+	}
+	if err := p.env.Failpoints.Trigger(FailDelReleased); err != nil {
+		return nil, OutcomeError, err
 	}
 	return reply, OutcomeOK, nil
 }

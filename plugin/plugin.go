@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/vpccni/vpccni/internal/failpoint"
+
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +40,9 @@ type Env struct {
 	IsHostNS func(path string) (bool, error)
 	// Version is sent to ipamd as ClientVersion.
 	Version string
+	// Failpoints, when set, are the armed failpoints (harness and
+	// failpoint builds only; the driver takes the same set).
+	Failpoints *failpoint.Set
 }
 
 // Plugin is the CNI plugin. Add and Del are the verbs; they take skel's
@@ -53,7 +58,7 @@ func New(env Env) *Plugin {
 		env.Dial = DialGRPC
 	}
 	if env.Driver == nil {
-		env.Driver = driver.New(env.Log)
+		env.Driver = driver.New(env.Log).WithFailpoints(env.Failpoints)
 	}
 	if env.Version == "" {
 		env.Version = "vpccni-dev"

@@ -84,23 +84,22 @@ func routeHostAddr(r kernel.Route) (netip.Addr, bool) {
 	return hostAddr(r.Dst, r.Family)
 }
 
-// podAlive reports whether the kernel shows the holder's pod: for a pod
-// known by name, a link whose name ends with its name hash (whatever the
-// prefix: eni, vlan, a custom vethPrefix); for an allocation recovered
-// from the kernel, its host veth. known is false when the holder names
-// neither, and then nothing can be concluded.
+// podAlive reports whether the kernel shows the holder's pod using the
+// holder's address: a link named for the pod (for a pod known by name, a
+// link whose name ends with its name hash, whatever the prefix: eni, vlan,
+// a custom vethPrefix; for an allocation recovered from the kernel, its
+// host veth) to which the main table routes the address. A link of the
+// pod without that route is the same pod in a new sandbox with another
+// address (its earlier ADD failed after ipamd assigned this one): the
+// allocation is not in use. known is false when the holder names neither,
+// and then nothing can be concluded.
 func (v *view) podAlive(h Holder) (alive, known bool) {
+	routed, hasRoute := v.hostRoutes[h.IP]
 	switch {
 	case h.PodNamespace != "" && h.PodName != "":
-		for name := range v.links {
-			if naming.HasPodSuffix(name, h.PodNamespace, h.PodName) {
-				return true, true
-			}
-		}
-		return false, true
+		return hasRoute && naming.HasPodSuffix(routed.Name, h.PodNamespace, h.PodName), true
 	case h.HostVeth != "":
-		_, ok := v.links[h.HostVeth]
-		return ok, true
+		return hasRoute && routed.Name == h.HostVeth, true
 	}
 	return false, false
 }

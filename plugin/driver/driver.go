@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"github.com/vpccni/vpccni/internal/failpoint"
+
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -38,6 +40,8 @@ type Driver struct {
 	// hook, when set, is called before each named step; an error it
 	// returns fails the step. The harness uses it to inject faults.
 	hook func(step string) error
+	// fp, when set, holds the armed failpoints (one per step).
+	fp *failpoint.Set
 }
 
 // New returns a driver logging to log (nil: discard).
@@ -104,6 +108,9 @@ var ErrSkipStep = errors.New("step skipped by hook")
 // step runs one named step and wraps its error with the name, so a failed
 // ADD or DEL says exactly where it stopped.
 func (d *Driver) step(name, object string, fn func() error) error {
+	if err := d.fp.Trigger(stepPoints[name]); err != nil {
+		return fmt.Errorf("%s %s: %w", name, object, err)
+	}
 	if d.hook != nil {
 		if err := d.hook(name); errors.Is(err, ErrSkipStep) {
 			return nil

@@ -13,6 +13,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
@@ -57,18 +58,24 @@ func (r *run) event(ev spec.Event) error {
 	case ev.Evict != "":
 		r.begin("autoscaler evicts aws-node")
 		defer r.end()
-		if r.ipamd == nil {
+		switch {
+		case r.ipamd != nil:
+			r.ipamd.Kill()
+			r.ipamd = nil
+			r.note("ipamd killed; its socket is left behind (connection refused)")
+		case r.restartAt >= 0:
+			r.restartAt = -1 // it had crashed: evicted, kubelet no longer restarts it
+			r.note("aws-node, down after a crash, is evicted: it stays down")
+		default:
 			return fmt.Errorf("aws-node is already evicted")
 		}
-		r.ipamd.Kill()
-		r.ipamd = nil
-		r.note("ipamd killed; its socket is left behind (connection refused)")
 	case ev.CancelEviction != "":
 		r.begin("autoscaler cancels the eviction: aws-node starts, memory " + ev.Memory)
 		defer r.end()
 		if r.ipamd != nil {
 			return fmt.Errorf("aws-node is not evicted")
 		}
+		r.restartAt = -1
 		return r.startIpamd(memoryOf(ev))
 	case ev.Restart != "":
 		r.begin("ipamd crashes and restarts, checkpoint " + memoryOf(ev))
@@ -78,6 +85,12 @@ func (r *run) event(ev spec.Event) error {
 			r.ipamd = nil
 		}
 		return r.startIpamd(memoryOf(ev))
+	case ev.Failpoint != nil:
+		f := ev.Failpoint
+		r.begin(fmt.Sprintf("failpoint %s armed: %s on hit %d", f.Name, f.Action, f.Occurrence))
+		defer r.end()
+		r.restartMemory = memoryOf(spec.Event{Memory: f.Memory})
+		return r.fp.Arm(failpoint.Name(f.Name), failpoint.Action(f.Action), f.Occurrence)
 	case ev.EC2Fault != nil:
 		f := ev.EC2Fault
 		r.begin(fmt.Sprintf("EC2 fails the next %d %s calls with %s", f.Times, f.API, f.Code))
@@ -132,7 +145,10 @@ func (r *run) add(ref spec.PodRef) error {
 	if ref.Node != "" {
 		old := r.pods[ref.ReuseIPOf]
 		if old.phase != deleted || !old.ip.IsValid() {
-			return fmt.Errorf("%s: reuseIPOf %s, which is not a deleted pod with an address", ref.Name, ref.ReuseIPOf)
+			// Only after a fault: the pod never got an address or is not
+			// gone yet; the other node takes nothing of it.
+			r.note("%s: %s is not a deleted pod with an address; nothing to reuse", ref.Name, ref.ReuseIPOf)
+			return nil
 		}
 		r.remote[old.ip] = ref.Name
 		r.note("%s on node %s now holds %s (was %s's)", ref.Name, ref.Node, old.ip, ref.ReuseIPOf)
@@ -140,7 +156,9 @@ func (r *run) add(ref spec.PodRef) error {
 	}
 	p := r.pods[ref.Name]
 	if p.phase == running || p.phase == terminating {
-		return fmt.Errorf("%s is already running", ref.Name)
+		// Only after a fault: kubelet's retry already ran the sandbox.
+		r.note("%s is already running", ref.Name)
+		return nil
 	}
 	p.incarnation++
 	p.containerID = fmt.Sprintf("sandbox-%s-%d", p.name, p.incarnation)
@@ -203,6 +221,13 @@ func (r *run) rtConf(p *pod, netns string) *libcni.RuntimeConf {
 // cached result as prevResult), retried with back-off on failure.
 func (r *run) delete(name string) error {
 	p := r.pods[name]
+	if p.phase == pending && p.wantRun {
+		// Its sandbox never came up (a failed ADD): deleting the pod only
+		// stops kubelet's retries.
+		p.wantRun = false
+		r.note("%s never ran: kubelet stops retrying its sandbox", name)
+		return nil
+	}
 	if p.phase != running {
 		return fmt.Errorf("%s is not running", name)
 	}
@@ -251,10 +276,10 @@ func (r *run) removeSandbox(name string, p *pod) {
 // knows its cache layout (results/<network>-<container>-<ifname>); a
 // missing file fails the run rather than silently keeping the prevResult.
 func (r *run) dropCachedResult(name string, drop bool) error {
-	if !drop {
-		return nil
-	}
 	p := r.pods[name]
+	if !drop || p.phase != running {
+		return nil // a pod that never ran has no cached result
+	}
 	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("drop the cached result of %s (libcni's cache layout changed?): %w", name, err)

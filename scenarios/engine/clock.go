@@ -55,10 +55,20 @@ func (r *run) advance(t time.Duration) {
 				name, next = n, p
 			}
 		}
+		if r.ipamd == nil && r.restartAt >= 0 && r.restartAt <= t && (next == nil || r.restartAt <= next.nextRetry) {
+			r.now = max(r.now, r.restartAt)
+			r.restartAt = -1
+			r.note("t=%s kubelet restarts aws-node after its crash", r.now)
+			if err := r.startIpamd(r.restartMemory); err != nil {
+				r.note("restart failed: %v", err)
+			}
+			continue
+		}
 		nextTick := r.ticked + tick
 		if r.ipamd != nil && nextTick <= t && (next == nil || nextTick < next.nextRetry) {
 			r.now = nextTick
 			r.tickIpamd()
+			r.watchIpamd()
 			continue
 		}
 		if next == nil {
@@ -68,6 +78,7 @@ func (r *run) advance(t time.Duration) {
 			r.now = next.nextRetry
 		}
 		r.tryDel(name, next)
+		r.watchIpamd()
 	}
 	if t > r.now {
 		r.now = t
@@ -109,11 +120,30 @@ func (r *run) tickIpamd() {
 	r.note("t=%s kubelet retries %d failed ADDs: %d now run", r.now, len(names), ran)
 }
 
+// crashBackoff is how long kubelet waits before restarting a crashed
+// aws-node container (its first back-off).
+const crashBackoff = 10 * time.Second
+
+// watchIpamd notices an ipamd that died at a failpoint and has kubelet
+// restart it after its back-off.
+func (r *run) watchIpamd() {
+	if r.ipamd == nil || r.ipamd.Serving() {
+		return
+	}
+	r.ipamd = nil
+	r.restartAt = r.now + crashBackoff
+	r.note("t=%s ipamd crashed; kubelet restarts it in %s, checkpoint %s", r.now, crashBackoff, r.restartMemory)
+}
+
 // settle advances until kubelet has nothing left to retry.
 func (r *run) settle() {
 	limit := r.now + maxSettle
 	for r.now < limit {
 		due := r.nextDue()
+		if r.ipamd == nil && r.restartAt >= 0 && (due < 0 || r.restartAt < due) {
+			r.advance(r.restartAt)
+			continue
+		}
 		switch {
 		case r.waitingToRun() && r.ipamd != nil && (due < 0 || r.ticked+tick < due):
 			r.advance(r.ticked + tick)

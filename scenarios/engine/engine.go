@@ -21,6 +21,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/podeni"
@@ -49,17 +50,23 @@ type Step struct {
 
 // Result is one scenario run in one mode under one policy.
 type Result struct {
-	Scenario   string                `json:"scenario"`
-	Incident   string                `json:"incident,omitempty"`
-	File       string                `json:"file,omitempty"`
-	Mode       string                `json:"mode"`
-	Policy     string                `json:"policy"`
-	Expected   string                `json:"expected"`
-	Verdict    string                `json:"verdict"` // clean or leak
+	Scenario string `json:"scenario"`
+	Incident string `json:"incident,omitempty"`
+	File     string `json:"file,omitempty"`
+	Mode     string `json:"mode"`
+	Policy   string `json:"policy"`
+	Expected string `json:"expected"`
+	Verdict  string `json:"verdict"` // clean, or leak for any violation
+	// Main is the most serious kind found ("" when clean): LEAK,
+	// DOUBLE-ASSIGN, STUCK, MISROUTE, BROKEN, IPAM in that order.
+	Main       string                `json:"main,omitempty"`
 	Kinds      []string              `json:"kinds,omitempty"`
 	Violations []invariant.Violation `json:"violations,omitempty"`
 	Match      bool                  `json:"match"`
 	Steps      []Step                `json:"steps"`
+	// Hits counts how often each failpoint was reached (the explorer
+	// enumerates occurrences from it).
+	Hits map[string]int `json:"hits,omitempty"`
 }
 
 type phase int
@@ -90,30 +97,35 @@ type pod struct {
 }
 
 type run struct {
-	s       *spec.Scenario
-	mode    string
-	pol     policy.Policy
-	opt     Options
-	now     time.Duration
-	kern    *model.Kernel
-	node    kernel.API
-	cloud   *memory.Cloud
-	ipamd   *ipamd.Daemon
-	sock    string
-	tmp     string
-	exec    *inprocExec
-	cni     *libcni.CNIConfig
-	list    *libcni.NetworkConfigList
-	pods    map[string]*pod
-	remote  map[netip.Addr]string
-	podENI  *podeni.Static  // branch modes only
-	ckpt    string          // ipamd's checkpoint file
-	ticked  time.Duration   // when ipamd's loops last ran
-	gone    []invariant.Pod // every removed sandbox, in order
-	vlanSeq int
-	steps   []Step
-	cur     *Step
-	log     *slog.Logger
+	s      *spec.Scenario
+	mode   string
+	pol    policy.Policy
+	opt    Options
+	now    time.Duration
+	kern   *model.Kernel
+	node   kernel.API
+	cloud  *memory.Cloud
+	ipamd  *ipamd.Daemon
+	sock   string
+	tmp    string
+	exec   *inprocExec
+	cni    *libcni.CNIConfig
+	list   *libcni.NetworkConfigList
+	pods   map[string]*pod
+	remote map[netip.Addr]string
+	podENI *podeni.Static // branch modes only
+	ckpt   string         // ipamd's checkpoint file
+	ticked time.Duration  // when ipamd's loops last ran
+	fp     *failpoint.Set // the run's failpoints, shared by plugin and ipamd
+	// restartAt is when kubelet restarts an ipamd that crashed at a
+	// failpoint (-1: none pending), with restartMemory of its checkpoint.
+	restartAt     time.Duration
+	restartMemory string
+	gone          []invariant.Pod // every removed sandbox, in order
+	vlanSeq       int
+	steps         []Step
+	cur           *Step
+	log           *slog.Logger
 }
 
 // Options tune a run.
@@ -123,6 +135,9 @@ type Options struct {
 	// DriverHook is called before every driver step (driver.WithStepHook):
 	// tests use it to remove a step and watch the invariants catch it.
 	DriverHook func(step string) error
+	// Quiet skips the kernel snapshots of the timeline (the explorer runs
+	// thousands of schedules and reads only the verdict).
+	Quiet bool
 	// Ipamd, when set, replaces the policy's daemon switches: mutation
 	// tests judge the plugin's teardown alone, without the reconciler
 	// cleaning up after it.
@@ -147,6 +162,7 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 		if err := r.event(ev); err != nil {
 			return nil, fmt.Errorf("%s: timeline[%d]: %w", s.Name, i, err)
 		}
+		r.watchIpamd()
 	}
 	r.begin("end: kubelet and ipamd settle (reconciler passes), then check invariants")
 	r.finish()
@@ -156,13 +172,17 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 	}
 	r.end()
 	res := &Result{Scenario: s.Name, Incident: s.Incident, File: s.File, Mode: mode, Policy: pol.Name(), Expected: expected,
-		Violations: vs, Kinds: invariant.Kinds(vs), Steps: r.steps, Verdict: "clean"}
+		Violations: vs, Kinds: invariant.Kinds(vs), Steps: r.steps, Verdict: "clean", Hits: map[string]int{}}
+	for n, c := range r.fp.Hits() {
+		res.Hits[string(n)] = c
+	}
 	if len(vs) > 0 {
 		res.Verdict = "leak"
 	}
-	// "leak" means the invariants caught something; a clean expectation
-	// tolerates nothing.
-	res.Match = res.Verdict == expected && (expected == "clean" || hasKind(vs, invariant.Leak))
+	res.Main = invariant.Main(vs)
+	// A clean expectation tolerates nothing; any other names the kind the
+	// invariants must catch ("leak": LEAK among them).
+	res.Match = (expected == "clean") == (len(vs) == 0) && (expected == "clean" || hasKind(vs, strings.ToUpper(expected)))
 	return res, nil
 }
 
@@ -180,12 +200,13 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tmp, err := os.MkdirTemp("", "vpccni-scenario-")
+	tmp, err := os.MkdirTemp(scratchDir(), "vpccni-scenario-")
 	if err != nil {
 		return nil, err
 	}
 	r := &run{s: s, mode: mode, pol: pol, opt: opt, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
-		ckpt: filepath.Join(tmp, "aws-node", "ipam.json"), pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log}
+		ckpt: filepath.Join(tmp, "aws-node", "ipam.json"), pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log,
+		fp: &failpoint.Set{}, restartAt: -1}
 	if isBranch(mode) {
 		r.podENI = podeni.NewStatic()
 	}
@@ -215,16 +236,17 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		ns, name, _ := strings.Cut(p.Name, "/")
 		r.pods[p.Name] = &pod{spec: p, ns: ns, name: name, device: p.Device}
 	}
-	drv := driver.New(log)
+	drv := driver.New(log).WithFailpoints(r.fp)
 	if opt.DriverHook != nil {
 		drv = drv.WithStepHook(opt.DriverHook)
 	}
 	p := plugin.New(plugin.Env{
-		Kernel:   r.kern.Opener(nodeNS),
-		Log:      log,
-		Version:  "scenario",
-		Driver:   drv,
-		IsHostNS: func(path string) (bool, error) { return path == nodeNS, nil },
+		Kernel:     r.kern.Opener(nodeNS),
+		Log:        log,
+		Version:    "scenario",
+		Driver:     drv,
+		IsHostNS:   func(path string) (bool, error) { return path == nodeNS, nil },
+		Failpoints: r.fp,
 	})
 	r.exec = &inprocExec{plugin: p, policy: pol, calls: map[string]int{}}
 	r.cni = libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, filepath.Join(tmp, "cni-cache"), r.exec)
@@ -242,6 +264,22 @@ func (r *run) close() {
 		r.ipamd.Stop()
 	}
 	os.RemoveAll(r.tmp)
+}
+
+// Scenario files name failpoints; every component that registers them is
+// linked here.
+func init() {
+	spec.FailpointKnown = func(n string) bool { return failpoint.Known(failpoint.Name(n)) }
+}
+
+// scratchDir is where a run keeps its socket, checkpoint and CNI cache:
+// memory (/dev/shm) where there is some, so the checkpoint's fsyncs cost
+// nothing; a simulated crash keeps the page cache anyway.
+func scratchDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
 }
 
 // epoch is the simulated clock's zero.
@@ -278,7 +316,7 @@ func (r *run) startIpamd(memory string) error {
 			}
 			return p.device, true
 		},
-		Kernel: r.node, Checkpoint: r.ckpt, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Kernel: r.node, Checkpoint: r.ckpt, Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
 	if wp := r.s.Node.WarmPool; wp != nil {
@@ -299,6 +337,7 @@ func (r *run) startIpamd(memory string) error {
 	}
 	r.ipamd = d
 	r.ticked = r.now
+	r.restartAt = -1
 	r.note("ipamd started, checkpoint %s: %d allocations", memory, len(d.Allocations()))
 	return nil
 }
@@ -307,7 +346,7 @@ func (r *run) startIpamd(memory string) error {
 func (r *run) begin(event string) {
 	r.steps = append(r.steps, Step{At: r.now, Event: event})
 	r.cur = &r.steps[len(r.steps)-1]
-	if r.node != nil {
+	if r.node != nil && !r.opt.Quiet {
 		r.cur.Added = snapshotLines(r.node) // holds "before" until end()
 	}
 }
@@ -315,7 +354,7 @@ func (r *run) begin(event string) {
 func (r *run) end() {
 	before := r.cur.Added
 	r.cur.Added, r.cur.Removed = nil, nil
-	if r.node == nil {
+	if r.node == nil || r.opt.Quiet {
 		return
 	}
 	after := snapshotLines(r.node)
@@ -323,6 +362,9 @@ func (r *run) end() {
 }
 
 func (r *run) note(format string, a ...any) {
+	if r.opt.Quiet {
+		return // nobody reads the timeline
+	}
 	r.cur.Notes = append(r.cur.Notes, fmt.Sprintf(format, a...))
 }
 

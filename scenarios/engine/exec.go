@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/plugin"
 	"github.com/vpccni/vpccni/scenarios/policy"
 )
@@ -28,9 +30,24 @@ type inprocExec struct {
 	policy policy.Policy
 	// calls counts invocations by verb, for the timeline.
 	calls map[string]int
+	// stopped are the failpoints at which the plugin process died.
+	stopped []*failpoint.Fault
 }
 
-func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) ([]byte, error) {
+func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) (out []byte, err error) {
+	// A crash or hang at a failpoint unwinds here: the process died (or
+	// the runtime killed it after its timeout) with nothing run after the
+	// point; the runtime sees a plugin that exited without a result.
+	defer func() {
+		if r := recover(); r != nil {
+			st, ok := r.(failpoint.Stopped)
+			if !ok {
+				panic(r)
+			}
+			e.stopped = append(e.stopped, st.Fault)
+			out, err = nil, fmt.Errorf("netplugin failed: signal: killed (%s)", st.Fault)
+		}
+	}()
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {

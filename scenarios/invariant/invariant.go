@@ -113,6 +113,23 @@ func Check(w World) ([]Violation, error) {
 }
 
 // Kinds lists the distinct kinds of a set of violations, sorted.
+// Severity orders the kinds, most serious first: what is left behind,
+// then an address given twice, a sandbox never removed, then what live
+// pods suffer.
+var Severity = []string{Leak, DoubleAssign, Stuck, Misroute, Broken, IPAM}
+
+// Main is the most serious kind among vs, "" for none.
+func Main(vs []Violation) string {
+	for _, k := range Severity {
+		for _, v := range vs {
+			if v.Kind == k {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
 func Kinds(vs []Violation) []string {
 	seen := map[string]bool{}
 	var ks []string

@@ -64,6 +64,21 @@ type WarmPool struct {
 	MaxENI           int  `json:"maxENI,omitempty"`
 }
 
+// Failpoint arms one failpoint: Name (see `replay failpoints`) does
+// Action (crash, error, hang) on its Occurrence-th hit from here (default
+// 1). Memory is what ipamd finds of its checkpoint when kubelet restarts
+// it after a crash at this point (kept, lost, corrupt; default kept).
+type Failpoint struct {
+	Name       string `json:"name"`
+	Action     string `json:"action"`
+	Occurrence int    `json:"occurrence,omitempty"`
+	Memory     string `json:"memory,omitempty"`
+}
+
+// FailpointKnown validates failpoint names; the engine, which links every
+// component that registers them, sets it.
+var FailpointKnown = func(string) bool { return true }
+
 // Fault makes the in-memory EC2 fail the next calls of one API.
 type Fault struct {
 	API   string `json:"api"`   // e.g. AssignPrivateIpAddresses
@@ -109,6 +124,9 @@ type Event struct {
 	Memory string `json:"memory,omitempty"`
 	// EC2Fault makes the in-memory EC2 fail the next calls of an API.
 	EC2Fault *Fault `json:"ec2-fault,omitempty"`
+	// Failpoint arms a failpoint of the plugin, its driver or ipamd from
+	// this point of the timeline.
+	Failpoint *Failpoint `json:"failpoint,omitempty"`
 	// Wait advances the clock (kubelet retries fall due meanwhile).
 	Wait *Duration `json:"wait,omitempty"`
 	// Settle advances the clock until kubelet has nothing left to retry.
@@ -155,6 +173,14 @@ func (v *Verdicts) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &v.ByMode)
 }
 
+// MarshalJSON writes the form UnmarshalJSON reads.
+func (v Verdicts) MarshalJSON() ([]byte, error) {
+	if v.ByMode != nil {
+		return json.Marshal(v.ByMode)
+	}
+	return json.Marshal(v.All)
+}
+
 // For is the expected verdict in a mode ("" when not stated).
 func (v Verdicts) For(mode string) string {
 	if v.ByMode != nil {
@@ -193,7 +219,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 // Known values, for validation and --help.
 var (
 	KnownModes    = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
-	KnownVerdicts = []string{"clean", "leak"}
+	// KnownVerdicts: "clean", or the kind of violation the run must show
+	// (lower case of the invariant kinds).
+	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck"}
 	KnownMemory   = []string{"kept", "lost", "corrupt"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
@@ -307,16 +335,31 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	}
 	set := 0
 	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.ForceDelete != nil, e.Evict != "", e.CancelEviction != "",
-		e.Restart != "", e.EC2Fault != nil, e.Wait != nil, e.Settle != nil} {
+		e.Restart != "", e.EC2Fault != nil, e.Failpoint != nil, e.Wait != nil, e.Settle != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, wait, settle (got %d)", set)
+		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, failpoint, wait, settle (got %d)", set)
 	}
 	if err := s.expandGlobs(e); err != nil {
 		return err
+	}
+	if f := e.Failpoint; f != nil {
+		switch {
+		case !FailpointKnown(f.Name):
+			return fmt.Errorf("failpoint %q is not a failpoint of this build (replay failpoints lists them)", f.Name)
+		case !contains([]string{"crash", "error", "hang"}, f.Action):
+			return fmt.Errorf("failpoint %s: action %q is not crash, error or hang", f.Name, f.Action)
+		case f.Occurrence < 0 || f.Occurrence > 10000:
+			return fmt.Errorf("failpoint %s: occurrence %d is not between 1 and 10000", f.Name, f.Occurrence)
+		case f.Memory != "" && !contains(KnownMemory, f.Memory):
+			return fmt.Errorf("failpoint %s: memory %q is not one of %s", f.Name, f.Memory, strings.Join(KnownMemory, ", "))
+		}
+		if f.Occurrence == 0 {
+			f.Occurrence = 1
+		}
 	}
 	if f := e.EC2Fault; f != nil && (f.API == "" || f.Code == "" || f.Times < 1 || f.Times > 1000) {
 		return fmt.Errorf("ec2-fault needs api, code and times between 1 and 1000")

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"github.com/vpccni/vpccni/internal/failpoint"
+
 	"fmt"
 	"log/slog"
 	"os"
@@ -75,11 +77,19 @@ func main() {
 			return
 		}
 	}
+	// Nil in every build but a "failpoints" one (the real-kernel suite's):
+	// a production binary cannot be made to crash by its environment.
+	fp, err := failpoint.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vpc-cni:", err)
+		os.Exit(1)
+	}
 	p := plugin.New(plugin.Env{
-		Kernel:   linux.Opener{},
-		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		IsHostNS: isHostNS,
-		Version:  buildVersion,
+		Kernel:     linux.Opener{},
+		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		IsHostNS:   isHostNS,
+		Version:    buildVersion,
+		Failpoints: fp,
 	})
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: func(args *skel.CmdArgs) error {

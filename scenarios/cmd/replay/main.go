@@ -29,6 +29,8 @@ func usage(w io.Writer) {
 
 Usage:
   replay run [flags] FILE...
+  replay explore [flags] TEMPLATE    (replay explore --help)
+  replay failpoints
 
 Each scenario file describes a node, its pods and a timeline (add, delete,
 evict aws-node, cancel the eviction, wait, settle). replay runs it once per
@@ -70,8 +72,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if args[0] != "run" {
-		fmt.Fprintf(stderr, "replay: unknown command %q (try: replay run FILE...; replay --help)\n", args[0])
+	switch args[0] {
+	case "run":
+	case "explore":
+		return runExplore(args[1:], stdout, stderr)
+	case "failpoints":
+		return runFailpoints(stdout)
+	default:
+		fmt.Fprintf(stderr, "replay: unknown command %q (try: replay run FILE...; replay explore TEMPLATE; replay --help)\n", args[0])
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("replay run", flag.ContinueOnError)

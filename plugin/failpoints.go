@@ -1,0 +1,12 @@
+package plugin
+
+import "github.com/vpccni/vpccni/internal/failpoint"
+
+// The plugin's own failpoints, around its calls to ipamd; the driver has
+// one per kernel step.
+var (
+	FailAddAssigned = failpoint.Register("plugin/add/after-assign", "ADD: ipamd assigned the address, nothing is set up yet")
+	FailAddResult   = failpoint.Register("plugin/add/before-result", "ADD: everything is set up, the result is not printed yet")
+	FailDelRelease  = failpoint.Register("plugin/del/before-release", "DEL: about to ask ipamd to release the address")
+	FailDelReleased = failpoint.Register("plugin/del/after-release", "DEL: ipamd released the address, the plugin has not acted on the reply")
+)
