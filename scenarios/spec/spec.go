@@ -218,7 +218,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // Known values, for validation and --help.
 var (
-	KnownModes    = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
+	KnownModes = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
 	// KnownVerdicts: "clean", or the kind of violation the run must show
 	// (lower case of the invariant kinds).
 	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck"}
