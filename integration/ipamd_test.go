@@ -81,7 +81,10 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		Expect(f.Allocations).To(HaveLen(1))
 		Expect(f.Allocations[0].IPv4).To(Equal(ip.String()))
 		Expect(n.allocations()).To(ConsistOf(allocation{ContainerID: p.containerID, Pod: "default/web-0", IP: ip.String()}))
-		Expect(n.metrics()).To(ContainSubstring(`awscni_add_ip_req_count{result="assigned"} 1`))
+		m := n.metrics()
+		Expect(m).To(ContainSubstring(`awscni_add_ip_req_count{result="assigned"} 1`))
+		Expect(m).To(ContainSubstring(`awscni_aws_api_latency_ms_count{api="DescribeNetworkInterfaces",error="false"}`), "EC2 calls are measured")
+		Expect(m).To(ContainSubstring(`awscni_total_ip_addresses 27`))
 
 		By("the gRPC health service answers SERVING for \"\" and the reference's name")
 		conn, err := grpc.NewClient("unix://"+n.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))

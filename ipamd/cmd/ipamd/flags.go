@@ -226,7 +226,9 @@ func (f *flags) cloud(cfg *ipamd.Config) (cloud.Instance, error) {
 		if err != nil {
 			return cloud.Instance{}, usageError{fmt.Errorf("--instance-type: %w", err)}
 		}
-		cfg.Cloud = c.Provider()
+		// The same request building and parsing as on AWS, and the same
+		// EC2 call metrics.
+		cfg.Cloud = cloud.NewProvider(cloud.Instrument(c, f.observeEC2(cfg)), c, cloud.ProviderOptions{})
 	}
 	return cfg.Cloud.Instance(ctx)
 }
