@@ -12,7 +12,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel)
 
 .PHONY: all build test unit scenarios explore integration kernel-real replay vet fmt mocks proto \
-        verify-generated deps clean
+        verify-generated deps clean image kind-up kind-load kind-down
 
 all: build
 
@@ -72,6 +72,53 @@ proto:
 verify-generated: proto mocks
 	@git diff --exit-code --stat -- ipamd/rpc mocks || { echo "generated code is stale: run 'make proto mocks' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- ipamd/rpc mocks)" || { echo "untracked generated files:"; git status --porcelain -- ipamd/rpc mocks; exit 1; }
+
+## Deploying (deploy/, README "Deploying"): these need Docker, kind and
+## kubectl, which `make test` does not; each says what is missing and stops.
+IMAGE        ?= vpccni:$(VERSION)
+KIND_CLUSTER ?= vpccni
+# The image deploy/kubernetes names; kind-load puts $(IMAGE) in its place.
+# deploy/deploy_test.go checks that the two agree.
+MANIFEST_IMAGE := vpccni:dev
+KUBECTL_KIND = kubectl --context kind-$(KIND_CLUSTER)
+
+# need TOOL,WHERE: stop the recipe when TOOL is not on PATH, saying so.
+need = command -v $(1) >/dev/null 2>&1 || { echo "make $@: needs $(1), which is not on PATH. $(2)" >&2; exit 1; }
+# docker_up: stop the recipe when no Docker daemon answers.
+docker_up = docker info >/dev/null 2>&1 || { echo "make $@: docker is installed but no Docker daemon answers (docker info failed): start dockerd or set DOCKER_HOST." >&2; exit 1; }
+DOCKER_HINT  = Install Docker: https://docs.docker.com/engine/install/
+KIND_HINT    = Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/
+KUBECTL_HINT = Install kubectl: https://kubernetes.io/docs/tasks/tools/
+
+## image: the node image (ipamd, vpc-cni, portmap, loopback, the conflist, install-cni.sh).
+image:
+	@$(call need,docker,$(DOCKER_HINT))
+	@$(docker_up)
+	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+## kind-up: a kind cluster without a CNI (one control-plane node, one worker).
+kind-up:
+	@$(call need,docker,$(DOCKER_HINT))
+	@$(call need,kind,$(KIND_HINT))
+	@$(docker_up)
+	kind create cluster --config deploy/kind.yaml --name $(KIND_CLUSTER)
+
+## kind-load: load $(IMAGE) (make image) into the cluster, apply deploy/kubernetes with it.
+kind-load:
+	@$(call need,docker,$(DOCKER_HINT))
+	@$(call need,kind,$(KIND_HINT))
+	@$(call need,kubectl,$(KUBECTL_HINT))
+	@$(docker_up)
+	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+	for f in deploy/kubernetes/*.yaml; do \
+	  sed 's|image: $(MANIFEST_IMAGE)$$|image: $(IMAGE)|' "$$f" | $(KUBECTL_KIND) apply -f - || exit 1; \
+	done
+	$(KUBECTL_KIND) -n kube-system rollout status daemonset/vpccni-node --timeout=180s
+
+kind-down:
+	@$(call need,docker,$(DOCKER_HINT))
+	@$(call need,kind,$(KIND_HINT))
+	kind delete cluster --name $(KIND_CLUSTER)
 
 deps:
 	command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }

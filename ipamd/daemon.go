@@ -20,9 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/internal/failpoint"
@@ -124,10 +126,118 @@ type Config struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
+	// Limits bound what one client can take of the server; zero fields
+	// are the defaults (DefaultLimits).
+	Limits Limits
+
 	// Metrics, when set, is fed by every component.
 	Metrics *metrics.Metrics
 	// Failpoints, when set, are armed failpoints (the harness's).
 	Failpoints *failpoint.Set
+}
+
+// Limits bound the gRPC server, so that a client that opens many
+// connections, sends a huge message, opens streams and never finishes
+// them, or connects and says nothing cannot exhaust ipamd's memory,
+// goroutines or descriptors, and cannot keep other clients out forever.
+// Only root and its group can reach the socket, so these are a defence
+// against buggy or leaking clients (a stuck agent, a plugin build that
+// leaks connections) more than against an attacker. A legitimate client
+// is tiny and brief: the plugin opens one connection per invocation,
+// makes one call of a few hundred bytes and closes it.
+type Limits struct {
+	// MaxConnections is how many connections are served at once. The next
+	// connection waits in the listen backlog until one closes (as
+	// netutil.LimitListener does): a burst of pod starts queues for a few
+	// milliseconds instead of failing.
+	MaxConnections int
+	// MaxStreams is how many calls one connection may have in flight
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with
+	// REFUSED_STREAM. With MaxConnections it bounds the handlers running.
+	MaxStreams uint32
+	// MaxRecvMsgSize bounds a request message; a larger one is refused
+	// with ResourceExhausted before it is read into memory.
+	MaxRecvMsgSize int
+	// MaxHeaderListSize bounds a call's headers (metadata), which
+	// MaxRecvMsgSize does not cover.
+	MaxHeaderListSize uint32
+	// HandshakeTimeout drops a connection that has not completed the
+	// HTTP/2 handshake in time (one that connects and says nothing, or
+	// trickles its preface), freeing its slot.
+	HandshakeTimeout time.Duration
+	// MaxConnectionIdle closes a connection with no call in flight for
+	// this long. A client that does not answer the GOAWAY's ping is
+	// closed 5 s later (grpc-go's fixed wait).
+	MaxConnectionIdle time.Duration
+	// MaxConnectionAge and MaxConnectionAgeGrace close any connection
+	// after Age (±10% jitter) plus Grace, whatever it is doing: this ends
+	// a call whose request never finishes arriving, which the idle timer
+	// does not see. grpc clients reconnect transparently for new calls.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+}
+
+// DefaultLimits are generous for the plugin's one small call per
+// connection, and small next to what a node can give a daemon.
+var DefaultLimits = Limits{
+	MaxConnections: 128, // more than the concurrent CNI calls of a busy node; the rest queue
+	MaxStreams:     16,  // the plugin makes one call per connection; probes one
+	// A CNI request is a few hundred bytes: pod name and namespace (at most
+	// 253 bytes each), container ID, netns path.
+	MaxRecvMsgSize:    64 << 10,
+	MaxHeaderListSize: 16 << 10,
+	HandshakeTimeout:  5 * time.Second, // a local socket handshakes in microseconds
+	MaxConnectionIdle: 30 * time.Second,
+	// Age+grace ends any connection within about 2.5 minutes; no
+	// legitimate call takes more than seconds.
+	MaxConnectionAge:      2 * time.Minute,
+	MaxConnectionAgeGrace: 30 * time.Second,
+}
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	def := DefaultLimits
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = def.MaxConnections
+	}
+	if l.MaxStreams == 0 {
+		l.MaxStreams = def.MaxStreams
+	}
+	if l.MaxRecvMsgSize <= 0 {
+		l.MaxRecvMsgSize = def.MaxRecvMsgSize
+	}
+	if l.MaxHeaderListSize == 0 {
+		l.MaxHeaderListSize = def.MaxHeaderListSize
+	}
+	if l.HandshakeTimeout <= 0 {
+		l.HandshakeTimeout = def.HandshakeTimeout
+	}
+	if l.MaxConnectionIdle <= 0 {
+		l.MaxConnectionIdle = def.MaxConnectionIdle
+	}
+	if l.MaxConnectionAge <= 0 {
+		l.MaxConnectionAge = def.MaxConnectionAge
+	}
+	if l.MaxConnectionAgeGrace <= 0 {
+		l.MaxConnectionAgeGrace = def.MaxConnectionAgeGrace
+	}
+	return l
+}
+
+// serverOptions are the grpc options that enforce l (all but
+// MaxConnections, which is the listener's).
+func (l Limits) serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(l.MaxStreams),
+		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     l.MaxConnectionIdle,
+			MaxConnectionAge:      l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace,
+		}),
+	}
 }
 
 // RestorePolicy is what ipamd does at start with its checkpoint.
@@ -262,20 +372,23 @@ func (d *Daemon) Start() error {
 		l.Close()
 		return fmt.Errorf("ipamd: chmod socket: %w", err)
 	}
-	d.server = grpc.NewServer()
+	lim := d.cfg.Limits.withDefaults()
+	d.server = grpc.NewServer(lim.serverOptions()...)
 	rpc.RegisterCNIBackendServer(d.server, &handler{d: d})
 	d.health = health.NewServer()
 	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	d.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(d.server, d.health)
+	// d.listener stays the Unix listener (Kill needs it); the server gets
+	// the bounded one, and closing that closes l.
 	d.listener = l
 	d.done = make(chan struct{})
-	go func(s *grpc.Server, done chan struct{}) {
+	go func(s *grpc.Server, l net.Listener, done chan struct{}) {
 		defer close(done)
 		if err := s.Serve(l); err != nil {
 			d.log.Error("serve", "error", err)
 		}
-	}(d.server, d.done)
+	}(d.server, netutil.LimitListener(l, lim.MaxConnections), d.done)
 	d.startLoops()
 	st := d.store.Stats()
 	// The one startup line: what an operator needs to tell which ipamd

@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -23,16 +25,68 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("pluginLogLevel %q is not one of debug, info, warn, error", s)
 }
 
-// openLog opens the plugin's log file for appending: mode 0600, never
-// through a symlink (the plugin runs as root and the path is config).
+// errLogSymlink says the log path's last component is a symbolic link.
+var errLogSymlink = errors.New("is a symbolic link; refusing to follow it")
+
+// openLog opens the plugin's log file for appending. The plugin runs as
+// root and the path comes from a config file, and the directory it names
+// may be writable by someone less trusted, so the file is opened with care:
+//
+//   - O_NOFOLLOW: a symlink planted at the path (to /etc/shadow, say) is
+//     refused rather than appended to, and a dangling one does not make
+//     O_CREAT create its target;
+//   - O_NONBLOCK: a FIFO planted at the path makes the open fail at once
+//     instead of blocking the plugin until something reads it;
+//   - after the open, the file must be a regular file with one link, owned
+//     by us: a hard link to a file elsewhere, or a file another user made
+//     and can swap, is refused;
+//   - a new file is created 0600 (pod names and addresses are root's).
+//
+// Only the final component is checked: the directories on the path are
+// the administrator's, like the config file that names them. An existing
+// file's mode is left alone (an operator may have widened it on purpose).
 func openLog(path, level string) (*slog.Logger, io.Closer, error) {
 	lvl, err := parseLevel(level)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if !filepath.IsAbs(path) {
+		return nil, nil, fmt.Errorf("pluginLogFile %q is not an absolute path (it would depend on the runtime's working directory)", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
+		// ELOOP is what O_NOFOLLOW gives for a final symlink; say so plainly.
+		if errors.Is(err, syscall.ELOOP) {
+			if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return nil, nil, fmt.Errorf("pluginLogFile %s %w", path, errLogSymlink)
+			}
+		}
 		return nil, nil, fmt.Errorf("open pluginLogFile: %w", err)
 	}
+	if err := checkLogFile(f); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("pluginLogFile %s: %w", path, err)
+	}
 	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: lvl})), f, nil
+}
+
+// checkLogFile checks what was opened (not the path, which may have
+// changed since): a regular file, one link, ours.
+func checkLogFile(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("is not a regular file (%s); refusing to write to it", fi.Mode().Type())
+	case !ok:
+		return errors.New("cannot read its owner")
+	case st.Nlink != 1:
+		return fmt.Errorf("has %d hard links; refusing to write to a file that is also elsewhere", st.Nlink)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("is owned by uid %d, not by this process (uid %d); refusing to write to it", st.Uid, os.Geteuid())
+	}
+	return nil
 }

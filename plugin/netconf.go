@@ -5,9 +5,12 @@
 package plugin
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"encoding/json"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -110,25 +113,60 @@ func (c *NetConf) validate() error {
 	return nil
 }
 
-// validateIpamdAddress accepts unix:///absolute/path, or a TCP address on
-// loopback (the reference before v1.23 listened on 127.0.0.1:50051). Any
-// other address would send pod requests off the node.
+// maxUnixPath is the longest socket path Linux accepts: sun_path is 108
+// bytes with the terminating NUL.
+const maxUnixPath = 107
+
+// validateIpamdAddress accepts exactly two forms, both of which grpc dials
+// as written (DialGRPC passes the address through unchanged):
+//
+//   - unix:///clean/absolute/path, ipamd's socket since the reference's
+//     v1.23 (a relative path would depend on the runtime's working
+//     directory, and grpc reads unix://x/y as host x);
+//   - IP:port with a loopback IP literal, e.g. 127.0.0.1:50051 or
+//     [::1]:50051, the reference's TCP address before v1.23.
+//
+// Everything else is refused: an address off the node would send the
+// pod's identity to another host and take its answer as an allocation; a
+// host name (even "localhost") is resolved at dial time, so the address
+// dialled would not be the one checked here; other grpc schemes (dns:,
+// passthrough:, unix-abstract:, unix:path) are not needed and each has
+// its own parsing rules to get wrong.
 func validateIpamdAddress(a string) error {
+	for _, r := range a {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("ipamdAddress %q contains a space or control character", a)
+		}
+	}
 	if path, ok := strings.CutPrefix(a, "unix://"); ok {
-		if !strings.HasPrefix(path, "/") {
-			return fmt.Errorf("ipamdAddress %q: a unix socket path must be absolute (unix:///run/x.sock)", a)
+		switch {
+		case !strings.HasPrefix(path, "/"):
+			return fmt.Errorf("ipamdAddress %q: the socket path must be absolute, as in unix:///var/run/aws-node/ipamd.sock", a)
+		case strings.ContainsAny(path, "?#"):
+			return fmt.Errorf("ipamdAddress %q: a socket path takes no query or fragment", a)
+		case filepath.Clean(path) != path || path == "/":
+			return fmt.Errorf("ipamdAddress %q: the socket path must be a clean absolute file path (no \"..\", \"//\" or trailing \"/\")", a)
+		case len(path) > maxUnixPath:
+			return fmt.Errorf("ipamdAddress %q: the socket path is longer than the %d bytes Linux allows", a, maxUnixPath)
 		}
 		return nil
 	}
+	if strings.Contains(a, "://") || strings.HasPrefix(a, "unix:") || strings.HasPrefix(a, "unix-abstract:") {
+		return fmt.Errorf("ipamdAddress %q: only unix:///absolute/path or a loopback IP:port without a scheme (e.g. 127.0.0.1:50051) is accepted", a)
+	}
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {
-		return fmt.Errorf("ipamdAddress %q is neither unix:///path nor a loopback host:port", a)
+		return fmt.Errorf("ipamdAddress %q is neither unix:///absolute/path nor a loopback IP:port (e.g. 127.0.0.1:50051)", a)
 	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("ipamdAddress %q: bad port", a)
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("ipamdAddress %q: port %q is not a number between 1 and 65535", a, port)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("ipamdAddress %q: a TCP address must be on loopback", a)
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return fmt.Errorf("ipamdAddress %q: the host must be a loopback IP literal (127.0.0.1 or ::1), not a name that is resolved at dial time", a)
+	}
+	if !ip.IsLoopback() {
+		return fmt.Errorf("ipamdAddress %q: %s is not a loopback address; ipamd must be on this node (127.0.0.1 or ::1)", a, host)
 	}
 	return nil
 }
@@ -154,10 +192,24 @@ func LoadK8sArgs(s string) (*K8sArgs, error) {
 	if err := types.LoadArgs(s, a); err != nil {
 		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "failed to parse CNI_ARGS", err.Error())
 	}
-	for _, v := range []string{string(a.K8S_POD_NAMESPACE), string(a.K8S_POD_NAME)} {
-		if len(v) > 253 || strings.ContainsAny(v, "\x00\n") {
+	// The names become link names (their hash) and go to ipamd and the
+	// API server: only what Kubernetes itself accepts (a namespace is a
+	// DNS-1123 label, a pod name a DNS-1123 subdomain). Empty is left to
+	// the verb to judge (CHECK and a runtime's second DEL may lack them).
+	checks := []struct {
+		what, v string
+		valid   func(string) []string
+	}{
+		{"K8S_POD_NAMESPACE", string(a.K8S_POD_NAMESPACE), validation.IsDNS1123Label},
+		{"K8S_POD_NAME", string(a.K8S_POD_NAME), validation.IsDNS1123Subdomain},
+	}
+	for _, c := range checks {
+		if c.v == "" {
+			continue
+		}
+		if errs := c.valid(c.v); len(errs) > 0 {
 			return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "failed to parse CNI_ARGS",
-				fmt.Sprintf("pod namespace or name %q is not a Kubernetes name", v))
+				fmt.Sprintf("%s %q is not a Kubernetes name: %s", c.what, c.v, strings.Join(errs, "; ")))
 		}
 	}
 	return a, nil

@@ -92,11 +92,20 @@ func (p *Plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {
 	inv := &invocation{args: args, conf: conf, k8s: k8s,
 		podNS: string(k8s.K8S_POD_NAMESPACE), podName: string(k8s.K8S_POD_NAME), log: p.env.Log}
 	if conf.PluginLogFile != "" {
+		// A log file that cannot be opened safely (a symlink or hard link
+		// planted at the path, a FIFO, a missing directory, a read-only
+		// filesystem) must not fail pod networking: a failed ADD leaves the
+		// pod without a network, and a failed DEL makes kubelet retry until
+		// it gives up, which is how kernel objects leak. The plugin carries
+		// on and logs to Env.Log (the runtime's stderr in the binary, warn
+		// and above), saying why.
 		l, c, err := openLog(conf.PluginLogFile, conf.PluginLogLevel)
 		if err != nil {
-			return nil, types.NewError(types.ErrIOFailure, "cannot open the plugin log", err.Error())
+			p.env.Log.Warn("pluginLogFile not used; logging to the fallback log (stderr)", "verb", verb, "containerID", args.ContainerID,
+				"pluginLogFile", conf.PluginLogFile, "error", err)
+		} else {
+			inv.log, inv.closeLog = l, c
 		}
-		inv.log, inv.closeLog = l, c
 	}
 	inv.log = inv.log.With("verb", verb, "containerID", args.ContainerID, "pod", inv.podNS+"/"+inv.podName,
 		"netns", args.Netns, "ifname", args.IfName)

@@ -104,7 +104,8 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 	st.Pod.HostVeth = naming.HostVeth(vethPrefix, podNS, podName)
 	if ci > 0 && res.Interfaces[ci-1] != nil && res.Interfaces[ci-1].Sandbox == "" {
 		hv := res.Interfaces[ci-1].Name
-		if len(hv) > kernel.MaxLinkNameLen || !naming.HasPodSuffix(hv, podNS, podName) {
+		if len(hv) > kernel.MaxLinkNameLen || !naming.HasPodSuffix(hv, podNS, podName) ||
+			naming.ValidatePrefix(hv[:len(hv)-naming.SuffixLen]) != nil {
 			return nil, badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, naming.PodSuffix(podNS, podName, 0))
 		}
 		st.Pod.HostVeth = hv

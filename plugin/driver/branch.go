@@ -121,6 +121,16 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 	}
 	var errs []error
 	vlan := b.VlanLink()
+	holder, err := vlanHolder(host, table, ip.Addr, ourVeth)
+	if err != nil {
+		return fmt.Errorf("who uses %s: %w", vlan, err)
+	}
+	if holder != "" {
+		// The VLAN is another pod's now: only this address's own rules are
+		// ours to remove (teardownIPRules checks them by holder too).
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s and its table %d: in use by %s", vlan, table, holder))
+		return d.teardownIPRules(host, PodIP{Addr: ip.Addr, Table: table}, rep)
+	}
 	if err := d.step(StepDelVlanLink, vlan, func() error {
 		err := host.LinkDel(vlan)
 		if err == nil {

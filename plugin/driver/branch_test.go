@@ -84,6 +84,11 @@ func TestTeardownBranchBothModes(t *testing.T) {
 	all := append(append(append([]kernel.Rule{}, mine...), others...), r512, r1536)
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
 	host.EXPECT().RouteList(kernel.FamilyV4, 107).Return(nil, nil)
+	// Who else uses VLAN 7: nobody (no link, no route, no rule of another pod).
+	host.EXPECT().LinkList().Return(nil, nil)
+	host.EXPECT().RouteList(kernel.FamilyAll, 107).Return(nil, nil)
+	host.EXPECT().RouteList(kernel.FamilyAll, kernel.TableMain).Return(nil, nil)
+	host.EXPECT().RuleList(kernel.FamilyAll).Return(all, nil)
 	host.EXPECT().LinkDel("vlan.eth.7").Return(nil)
 	host.EXPECT().RuleList(kernel.FamilyV4).Return(all, nil).Times(3)
 	for _, r := range append(mine, r512, r1536) {

@@ -343,6 +343,9 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	if set != 1 {
 		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, failpoint, wait, settle (got %d)", set)
 	}
+	if (e.Add != nil && len(e.Add) == 0) || (e.Delete != nil && len(e.Delete) == 0) || (e.ForceDelete != nil && len(e.ForceDelete) == 0) {
+		return fmt.Errorf("an add, delete or force-delete names no pod")
+	}
 	if err := s.expandGlobs(e); err != nil {
 		return err
 	}
