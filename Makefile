@@ -8,10 +8,10 @@ LDFLAGS := -X main.buildVersion=$(VERSION)
 GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
-# real-kernel suites).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel)
+# real-kernel suites and the containerd e2e suite).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e)
 
-.PHONY: all build test unit scenarios explore integration kernel-real replay vet fmt mocks proto \
+.PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
         verify-generated deps clean image kind-up kind-load kind-down
 
 all: build
@@ -21,7 +21,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 
 ## test: everything CI runs.
-test: vet verify-generated unit scenarios explore kernel-real integration
+test: vet verify-generated unit scenarios explore kernel-real integration e2e
 
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -38,6 +38,13 @@ kernel-real:
 integration:
 	$(GINKGO) -r -v --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
 
+## e2e: containerd 1.6 drives vpc-cni + portmap through the CRI (crictl runp,
+## stopp, rmp) against ipamd, in a node namespace (root). Needs containerd,
+## runc, iptables and crictl ($CRICTL or PATH), which .ci/run installs;
+## without them it skips, or fails under CI=true.
+e2e:
+	$(GINKGO) -v --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
+
 ## explore: the whole fault space of the eviction template (every failpoint
 ## it reaches x occurrence x crash/error/hang x mode x policy x checkpoint
 ## kept/lost/corrupt); fails if vpccni's flow is not clean on all of it.
@@ -49,6 +56,24 @@ explore:
 ## replay: the main job — replay the whole scenario library on the model.
 replay:
 	$(GO) run ./scenarios/cmd/replay run scenarios/library/*.yaml
+
+## fuzz: every fuzz target for FUZZTIME each, one `go test -fuzz` per target
+## (go test fuzzes one target per package at a time); all run even when one
+## fails, and a failing input is written to its package's testdata/fuzz/.
+## Not part of test: CI runs the seed corpora as ordinary tests in unit.
+FUZZTIME ?= 10s
+# A new input is minimised before it joins the corpus; the default 60s lets
+# the scenario library's 2 KB seeds use up a short run doing only that.
+FUZZMINIMIZETIME ?= 2s
+FUZZ_TARGETS = ./plugin:FuzzLoadNetConf ./plugin:FuzzLoadK8sArgs ./plugin:FuzzDecodeCleanupState \
+	./scenarios/spec:FuzzParse ./ipamd:FuzzHandlers ./ipamd/datastore:FuzzStore ./ipamd/checkpoint:FuzzRead
+fuzz:
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg || failed="$$failed $$name"; \
+	done; \
+	test -z "$$failed" || { echo "fuzz targets that failed:$$failed"; exit 1; }
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

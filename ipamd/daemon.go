@@ -375,6 +375,7 @@ func (d *Daemon) Start() error {
 	lim := d.cfg.Limits.withDefaults()
 	d.server = grpc.NewServer(lim.serverOptions()...)
 	rpc.RegisterCNIBackendServer(d.server, &handler{d: d})
+	rpc.RegisterInventoryServer(d.server, &inventory{d: d})
 	d.health = health.NewServer()
 	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	d.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)

@@ -40,6 +40,9 @@ type Env struct {
 	IsHostNS func(path string) (bool, error)
 	// Version is sent to ipamd as ClientVersion.
 	Version string
+	// DialInventory opens ipamd's health and inventory services (GC,
+	// STATUS); nil dials gRPC.
+	DialInventory InventoryDialer
 	// Failpoints, when set, are the armed failpoints (harness and
 	// failpoint builds only; the driver takes the same set).
 	Failpoints *failpoint.Set
@@ -53,6 +56,9 @@ type Plugin struct{ env Env }
 func New(env Env) *Plugin {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)
+	}
+	if env.DialInventory == nil {
+		env.DialInventory = dialInventory
 	}
 	if env.Dial == nil {
 		env.Dial = DialGRPC

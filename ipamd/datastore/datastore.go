@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/internal/naming"
@@ -83,7 +84,17 @@ type Key struct {
 	IfName      string `json:"ifName"`
 }
 
-func (k Key) valid() bool { return k.NetworkName != "" && k.ContainerID != "" && k.IfName != "" }
+// valid: every field set, and no control character (a NUL or newline is
+// in no CNI name; it would make two keys print alike, and ipamd encodes
+// keys with NUL separators where it must round-trip them).
+func (k Key) valid() bool {
+	for _, f := range []string{k.NetworkName, k.ContainerID, k.IfName} {
+		if f == "" || strings.ContainsFunc(f, unicode.IsControl) {
+			return false
+		}
+	}
+	return true
+}
 
 // Recovered reports whether the key is one Restore made from the kernel.
 func (k Key) Recovered() bool { return k.NetworkName == RecoveredNetwork }
@@ -351,6 +362,11 @@ func (s *Store) Reinstate(a Allocation) error {
 	defer s.mu.Unlock()
 	if _, held := s.holder[a.IP]; held {
 		return fmt.Errorf("datastore: %s was taken again", a.IP)
+	}
+	if cur, ok := s.allocs[a.Key]; ok {
+		// A retried ADD of the key got another address meanwhile: that
+		// one is the key's now.
+		return fmt.Errorf("datastore: %s/%s holds %s now", a.Key.ContainerID, a.Key.IfName, cur.IP)
 	}
 	if _, ok := s.eniOf(a.IP); !ok {
 		return fmt.Errorf("datastore: %s is no longer in the pool", a.IP)

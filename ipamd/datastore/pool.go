@@ -52,34 +52,51 @@ func (s *Store) addENI(ce cloud.ENI) error {
 		return fmt.Errorf("datastore: ENI %s: negative device number %d", ce.ID, ce.DeviceNumber)
 	}
 	e := &eni{id: ce.ID, device: ce.DeviceNumber, trunk: ce.Trunk}
-	s.enis = append(s.enis, e)
-	slices.SortFunc(s.enis, func(a, b *eni) int { return a.device - b.device })
-	if ce.Trunk {
+	if !ce.Trunk {
 		// The trunk ENI carries branch ENIs' VLANs: a pod never gets an
 		// address of it, even one an inventory listed by mistake. Its
-		// device number stays taken above.
-		return nil
-	}
-	if err := s.addIPv4(e, ce.IPv4); err != nil {
-		return err
-	}
-	if err := s.addPrefixes(e, ce.IPv4Prefixes); err != nil {
-		return err
-	}
-	for _, pfx := range ce.IPv6Prefixes {
-		if !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Bits() > 120 {
-			return fmt.Errorf("datastore: ENI %s: %s is not an IPv6 prefix of /120 or wider", ce.ID, pfx)
+		// device number is taken all the same.
+		//
+		// Everything is checked before anything joins the pool: a refused
+		// ENI leaves no trace (its device number stays free).
+		if err := s.checkIPv4(e, ce.IPv4); err != nil {
+			return err
 		}
-		e.ipv6 = append(e.ipv6, pfx.Masked())
+		if err := s.checkPrefixes(e, ce.IPv4Prefixes); err != nil {
+			return err
+		}
+		for _, pfx := range ce.IPv6Prefixes {
+			if !pfx.Addr().Is6() || pfx.Addr().Is4In6() || pfx.Bits() > 120 {
+				return fmt.Errorf("datastore: ENI %s: %s is not an IPv6 prefix of /120 or wider", ce.ID, pfx)
+			}
+		}
+		s.addIPv4(e, ce.IPv4)
+		s.addPrefixes(e, ce.IPv4Prefixes)
+		for _, pfx := range ce.IPv6Prefixes {
+			e.ipv6 = append(e.ipv6, pfx.Masked())
+		}
+	}
+	s.enis = append(s.enis, e)
+	slices.SortFunc(s.enis, func(a, b *eni) int { return a.device - b.device })
+	return nil
+}
+
+// checkIPv4 refuses addresses that are not IPv4, already in the pool, or
+// listed twice.
+func (s *Store) checkIPv4(e *eni, ips []netip.Addr) error {
+	seen := map[netip.Addr]bool{}
+	for _, ip := range ips {
+		if !ip.Is4() || s.owner[ip] != nil || seen[ip] {
+			return fmt.Errorf("datastore: ENI %s: address %s is not IPv4 or is already in the pool", e.id, ip)
+		}
+		seen[ip] = true
 	}
 	return nil
 }
 
 func (s *Store) addIPv4(e *eni, ips []netip.Addr) error {
-	for _, ip := range ips {
-		if !ip.Is4() || s.owner[ip] != nil {
-			return fmt.Errorf("datastore: ENI %s: address %s is not IPv4 or is already in the pool", e.id, ip)
-		}
+	if err := s.checkIPv4(e, ips); err != nil {
+		return err
 	}
 	for _, ip := range ips {
 		s.owner[ip] = e
@@ -89,16 +106,27 @@ func (s *Store) addIPv4(e *eni, ips []netip.Addr) error {
 	return nil
 }
 
-func (s *Store) addPrefixes(e *eni, pfxs []netip.Prefix) error {
+// checkPrefixes refuses what is not a /28 or overlaps the pool or another
+// of pfxs.
+func (s *Store) checkPrefixes(e *eni, pfxs []netip.Prefix) error {
+	seen := map[netip.Addr]bool{}
 	for _, p := range pfxs {
 		if !p.Addr().Is4() || p.Bits() != PrefixLen || p.Masked() != p {
 			return fmt.Errorf("datastore: ENI %s: %s is not an IPv4 /%d prefix", e.id, p, PrefixLen)
 		}
 		for _, ip := range prefixAddrs(p) {
-			if s.owner[ip] != nil {
+			if s.owner[ip] != nil || seen[ip] {
 				return fmt.Errorf("datastore: ENI %s: prefix %s overlaps the pool at %s", e.id, p, ip)
 			}
+			seen[ip] = true
 		}
+	}
+	return nil
+}
+
+func (s *Store) addPrefixes(e *eni, pfxs []netip.Prefix) error {
+	if err := s.checkPrefixes(e, pfxs); err != nil {
+		return err
 	}
 	for _, p := range pfxs {
 		for _, ip := range prefixAddrs(p) {

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 )
@@ -126,6 +127,20 @@ func serve(t *testing.T, args ...string) (rpc.CNIBackendClient, *syncBuffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	// The socket file appears before ipamd serves on it: wait for its
+	// health service to answer, so a test never races the start-up.
+	hc := healthpb.NewHealthClient(conn)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ipamd does not serve: %v: %s", err, logs.String())
+		}
+	}
 	return rpc.NewCNIBackendClient(conn), logs
 }
 

@@ -24,7 +24,7 @@ var buildVersion = "dev"
 const help = `vpc-cni — the vpccni CNI plugin (AWS VPC CNI pod networking)
 
 A container runtime runs this binary; it is not meant to be run by hand.
-The runtime sets CNI_COMMAND (ADD, DEL, CHECK, VERSION), CNI_CONTAINERID,
+The runtime sets CNI_COMMAND (ADD, DEL, CHECK, GC, STATUS, VERSION), CNI_CONTAINERID,
 CNI_NETNS, CNI_IFNAME, CNI_ARGS and CNI_PATH, and writes the network
 configuration on stdin. The result or a CNI error (JSON with "code" and
 "msg") is written to stdout.
@@ -42,6 +42,12 @@ carries what DEL needs to tear the pod down without ipamd.
 CHECK (CNI 0.4.0 and later) verifies from the prevResult that every object
 of the pod is still there, and names what is missing (code 104).
 
+GC (CNI 1.1.0) gets the runtime's valid attachments; every attachment of
+this network ipamd holds an address for that is not among them is torn
+down (only what the ownership checks prove is its own) and its address
+given back. STATUS (CNI 1.1.0) succeeds when ipamd answers its health
+check and has an address to give; else code 50 says which it lacks.
+
 DEL tears the pod down from the prevResult first and then tells ipamd;
 without a prevResult it asks ipamd, or reads the pod's namespace. It never
 stops because ipamd is unreachable, slow or has forgotten the pod, and it
@@ -51,14 +57,16 @@ Network configuration fields:
   vethPrefix          host veth prefix, at most 4 characters (default "eni")
   mtu                 pod MTU as a string, 576-9001 (default "9001")
   podSGEnforcingMode  "strict" (default) or "standard", for branch-ENI pods
-  pluginLogFile       append JSON logs here (mode 0600); default: stderr
+  pluginLogFile       append JSON logs here (mode 0600, never through a
+                      symlink); default, and when it cannot be opened
+                      safely: stderr
   pluginLogLevel      debug, info (default), warn or error
   ipamdAddress        unix:///path (default unix:///var/run/aws-node/ipamd.sock)
-                      or a loopback host:port
+                      or a loopback IP:port (127.0.0.1:50051, [::1]:50051)
   ipamdTimeout        deadline of each call to ipamd (default "5s")
 
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
-config or prevResult, 8 bad netns, 11 retry later (ipamd unreachable on
+config or prevResult, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on
 ADD, teardown incomplete on DEL), 100 ipamd error, 101 no address,
 102 setup failed (rolled back), 103 unsupported mode, 104 CHECK found
 an object missing.
@@ -99,9 +107,11 @@ func main() {
 			}
 			return res.Print()
 		},
-		Del:   p.Del,
-		Check: p.Check,
-	}, version.PluginSupports("0.3.1", "0.4.0", "1.0.0"), "vpc-cni "+buildVersion+" (vpccni); --help explains")
+		Del:    p.Del,
+		Check:  p.Check,
+		GC:     p.GC,
+		Status: p.Status,
+	}, version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0"), "vpc-cni "+buildVersion+" (vpccni); --help explains")
 }
 
 // isHostNS reports whether path is the namespace this process runs in.

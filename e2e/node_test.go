@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/linux"
+)
+
+// node is a simulated EKS node, built as the integration suite builds it:
+// a node namespace with veth stand-ins for the ENIs and ipamd running in
+// it (--cloud memory). containerd is added by startContainerd.
+type node struct {
+	ns        *testns.NS
+	dir       string
+	sock      string
+	ipamd     *exec.Cmd
+	ipamdLog  *os.File
+	host      kernel.API
+	pluginLog string
+	// what startIpamd was last given, for the restart after an eviction
+	instanceType string
+	ipamdArgs    []string
+	cri          *cri
+}
+
+func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
+func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect.sock") }
+
+// newNode builds the node namespace (ENIs eth0 and eth1: veth pairs, since
+// this kernel has no dummy links, with their peers beside them so they
+// have carrier), starts ipamd and containerd in it.
+func newNode(instanceType string, ipamdArgs ...string) *node {
+	n := &node{}
+	var err error
+	n.ns, err = testns.New("vpccni-e2e-node")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { n.ns.Close() })
+	// Short: containerd's socket path must fit in a sockaddr_un.
+	n.dir, err = os.MkdirTemp("", "vpccni-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { os.RemoveAll(n.dir) })
+	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
+	n.pluginLog = filepath.Join(n.dir, "plugin.log")
+	n.ipamdLog, err = os.Create(filepath.Join(n.dir, "ipamd.log"))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(n.ipamdLog.Close)
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			dumpFile("plugin log", n.pluginLog)
+			dumpFile("ipamd log", n.ipamdLog.Name())
+		}
+	})
+	n.host, err = linux.Opener{}.Open(n.ns.Path())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { n.host.Close() })
+
+	// ipamd's metrics (and containerd's stream server) listen on the
+	// node's own loopback.
+	Expect(n.host.LinkSetUp("lo")).To(Succeed())
+	for d := 0; d < 2; d++ {
+		name := fmt.Sprintf("eth%d", d)
+		Expect(n.host.AddVeth(kernel.VethSpec{Name: name, PeerName: fmt.Sprintf("vpc%d", d), MTU: 9001})).To(Succeed())
+		Expect(n.host.LinkSetUp(name)).To(Succeed())
+		Expect(n.host.LinkSetUp(fmt.Sprintf("vpc%d", d))).To(Succeed())
+		l, err := n.host.LinkByName(name)
+		Expect(err).NotTo(HaveOccurred())
+		ipn := &net.IPNet{IP: net.ParseIP(fmt.Sprintf("10.0.%d.10", d+1)).To4(), Mask: net.CIDRMask(24, 32)}
+		Expect(n.host.AddrAdd(l.Index, ipn)).To(Succeed())
+	}
+	eth0, err := n.host.LinkByName("eth0")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(n.host.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: eth0.Index, Family: kernel.FamilyV4})).To(Succeed())
+
+	n.startIpamd(instanceType, ipamdArgs...)
+	n.startContainerd()
+	return n
+}
+
+// startIpamd runs ipamd inside the node namespace (a child inherits the
+// namespace of the locked thread that forks it). Its socket, checkpoint,
+// introspection (a Unix socket, reachable from the test's namespace) and
+// metrics (the node namespace's loopback) are the node's own, never the
+// machine's defaults.
+func (n *node) startIpamd(instanceType string, extra ...string) {
+	n.instanceType, n.ipamdArgs = instanceType, extra
+	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType,
+		"--checkpoint", n.checkpoint(), "--introspection-address", "unix:" + n.introspectSock(),
+		"--metrics-address", "127.0.0.1:61678"}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "ipamd"), args...)
+	// A killed ipamd leaves its sockets behind: the wait below must not
+	// mistake them for the new one's.
+	os.Remove(n.sock)
+	os.Remove(n.introspectSock())
+	cmd.Stdout, cmd.Stderr = n.ipamdLog, n.ipamdLog
+	Expect(n.ns.Do(cmd.Start)).To(Succeed())
+	n.ipamd = cmd
+	DeferCleanup(func() {
+		if n.ipamd == cmd {
+			cmd.Process.Kill()
+			cmd.Wait()
+			n.ipamd = nil
+		}
+	})
+	Eventually(func() error {
+		c, err := net.Dial("unix", n.introspectSock())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "ipamd's introspection socket")
+	_, err := os.Stat(n.sock)
+	Expect(err).NotTo(HaveOccurred(), "ipamd's socket")
+}
+
+// evictIpamd is what the autoscaler's eviction of aws-node does to ipamd.
+func (n *node) evictIpamd() {
+	Expect(n.ipamd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	n.ipamd.Wait()
+	n.ipamd = nil
+}
+
+// allocation is one entry of ipamd's /v1/allocations.
+type allocation struct {
+	ContainerID string `json:"containerID"`
+	Pod         string `json:"pod"`
+	IP          string `json:"ip"`
+}
+
+// allocations GETs /v1/allocations over ipamd's introspection socket.
+func (n *node) allocations() []allocation {
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", n.introspectSock())
+		}}}
+	resp, err := c.Get("http://ipamd/v1/allocations")
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	b, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	var out []allocation
+	Expect(json.Unmarshal(b, &out)).To(Succeed())
+	return out
+}
+
+// rulesFor lists the node's rules whose selector is exactly the address.
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule {
+	rules, err := n.host.RuleList(kernel.FamilyAll)
+	Expect(err).NotTo(HaveOccurred())
+	var out []kernel.Rule
+	for _, r := range rules {
+		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
+			if sel != nil && sel.IP.Equal(net.IP(a.AsSlice())) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// routesFor lists the node's routes (any table) to exactly the address.
+func (n *node) routesFor(a netip.Addr) []kernel.Route {
+	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
+	Expect(err).NotTo(HaveOccurred())
+	var out []kernel.Route
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.IP.Equal(net.IP(a.AsSlice())) {
+			if ones, bits := r.Dst.Mask.Size(); ones == bits {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// natRules is `iptables -t nat -S` (or ip6tables) in the node namespace:
+// what portmap wrote there.
+func (n *node) natRules(v6 bool) string {
+	bin := tools.iptables
+	if v6 {
+		bin = filepath.Join(filepath.Dir(bin), "ip6tables")
+	}
+	cmd := exec.Command(bin, "-w", "5", "-t", "nat", "-S")
+	var out []byte
+	Expect(n.ns.Do(func() (err error) { out, err = cmd.CombinedOutput(); return err })).To(Succeed(), "%s", out)
+	return string(out)
+}
+
+// dumpFile copies a log into the spec's output when it failed.
+func dumpFile(what, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	const max = 20000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	fmt.Fprintf(GinkgoWriter, "---- %s (%s), last %d bytes ----\n%s\n", what, path, len(b), b)
+}

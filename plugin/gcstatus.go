@@ -1,0 +1,162 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// ReasonGC is the DelNetwork reason of an address CNI GC gives back.
+const ReasonGC = "GC"
+
+// InventoryDialer opens ipamd's health and inventory services (GC and
+// STATUS); the default dials gRPC.
+type InventoryDialer func(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error)
+
+func dialInventory(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return rpc.NewInventoryClient(conn), healthpb.NewHealthClient(conn), conn, nil
+}
+
+// Status is CNI STATUS (1.1): ready when ipamd answers its health check
+// and has an address to give a new pod. The error says which it lacks
+// (code 50, the plugin cannot serve ADD now).
+func (p *Plugin) Status(args *skel.CmdArgs) error {
+	conf, err := LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	inv, health, closer, err := p.env.DialInventory(conf.IpamdAddress)
+	if err != nil {
+		return cniError(types.ErrPluginNotAvailable, "cannot reach ipamd at "+conf.IpamdAddress, err)
+	}
+	defer closer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout())
+	defer cancel()
+	h, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return cniError(types.ErrPluginNotAvailable, fmt.Sprintf("ipamd at %s does not answer its health check", conf.IpamdAddress), err)
+	}
+	if h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return errorf(types.ErrPluginNotAvailable, "ipamd at %s is %s", conf.IpamdAddress, h.GetStatus())
+	}
+	ps, err := inv.PoolStatus(ctx, &rpc.PoolStatusRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		// The reference's ipamd: healthy, and it cannot say more.
+		return nil
+	}
+	if err != nil {
+		return cniError(types.ErrPluginNotAvailable, "ipamd's pool status", err)
+	}
+	if ps.GetAvailable() <= 0 {
+		return errorf(types.ErrPluginNotAvailable, "ipamd at %s has no address to give (%d in the pool, all held or cooling down)",
+			conf.IpamdAddress, ps.GetTotal())
+	}
+	return nil
+}
+
+// GC is CNI GC (1.1): every attachment of this network ipamd holds an
+// address for that is not among the runtime's valid attachments is torn
+// down (only objects the ownership checks prove are its own) and its
+// address given back. Allocations rebuilt from the kernel after a lost
+// checkpoint name no sandbox and are left to ipamd's reconciler.
+func (p *Plugin) GC(args *skel.CmdArgs) error {
+	conf, err := LoadNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log := p.env.Log.With("verb", "GC", "network", conf.Name)
+	valid := map[[2]string]bool{}
+	for _, a := range conf.ValidAttachments {
+		valid[[2]string{a.ContainerID, a.IfName}] = true
+	}
+	inv, _, closer, err := p.env.DialInventory(conf.IpamdAddress)
+	if err != nil {
+		return cniError(types.ErrTryAgainLater, "cannot reach ipamd at "+conf.IpamdAddress, err)
+	}
+	defer closer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout())
+	defer cancel()
+	list, err := inv.ListAllocations(ctx, &rpc.ListAllocationsRequest{NetworkName: conf.Name})
+	if err != nil {
+		return cniError(types.ErrTryAgainLater, "cannot list ipamd's allocations", err)
+	}
+	host, _, err := p.handles("")
+	if err != nil {
+		return err
+	}
+	defer closeAll(host)
+	var errs []error
+	collected := 0
+	for _, a := range list.GetAllocations() {
+		if a.GetRecovered() || a.GetNetworkName() != conf.Name || valid[[2]string{a.GetContainerId(), a.GetIfName()}] {
+			continue
+		}
+		if err := p.collect(host, conf, a); err != nil {
+			log.Error("stale attachment not collected", "containerID", a.GetContainerId(), "ip", a.GetIp(), "error", err)
+			errs = append(errs, err)
+			continue
+		}
+		collected++
+		log.Info("stale attachment collected", "containerID", a.GetContainerId(), "ifname", a.GetIfName(),
+			"pod", a.GetPodNamespace()+"/"+a.GetPodName(), "ip", a.GetIp())
+	}
+	log.Info("gc done", "valid", len(valid), "collected", collected, "failed", len(errs))
+	if len(errs) > 0 {
+		return cniError(types.ErrTryAgainLater, fmt.Sprintf("%d stale attachments not collected", len(errs)), errors.Join(errs...))
+	}
+	return nil
+}
+
+// collect tears one stale attachment down, then releases its address.
+func (p *Plugin) collect(host kernel.API, conf *NetConf, a *rpc.Allocation) error {
+	ip, err := netip.ParseAddr(a.GetIp())
+	if err != nil {
+		return fmt.Errorf("ipamd listed address %q: %w", a.GetIp(), err)
+	}
+	table := int(a.GetRouteTable())
+	if table == 0 || !driver.IsPodTable(table) {
+		return fmt.Errorf("ipamd listed table %d for %s", table, ip)
+	}
+	pod := driver.Pod{ContainerIf: a.GetIfName(), IPs: []driver.PodIP{{Addr: ip, Table: table}}}
+	if a.GetPodNamespace() != "" && a.GetPodName() != "" {
+		pod.HostVeth = naming.HostVeth(conf.VethPrefix, a.GetPodNamespace(), a.GetPodName())
+	}
+	// The pod's namespace is the runtime's and gone: only the node side.
+	// The ownership checks leave the rules of an address that moved on.
+	if _, err := p.env.Driver.Teardown(host, nil, pod); err != nil {
+		return err
+	}
+	client, closer, err := p.env.Dial(conf.IpamdAddress)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout())
+	defer cancel()
+	_, err = client.DelNetwork(ctx, &rpc.DelNetworkRequest{ClientVersion: p.env.Version, Reason: ReasonGC,
+		ContainerID: a.GetContainerId(), IfName: a.GetIfName(), NetworkName: a.GetNetworkName(),
+		K8S_POD_NAMESPACE: a.GetPodNamespace(), K8S_POD_NAME: a.GetPodName()})
+	if err != nil && Classify(err) != OutcomeUnknownPod {
+		return err
+	}
+	return nil
+}
