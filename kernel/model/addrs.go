@@ -113,35 +113,46 @@ func prefixRoute(l *link, a kernel.Addr) (kernel.Route, bool) {
 	return r, true
 }
 
-// ensureRoute adds a kernel-made route unless the same one (table,
-// destination, device, metric) is there already.
+// ensureRoute adds a kernel-made route unless the very same one is there
+// already. Linux appends it (NLM_F_APPEND) next to other routes with the
+// same destination and metric, so a user's "10.0.2.0/24 via 10.0.1.1 dev
+// eth0" does not stop eth0's address 10.0.2.10/24 from bringing its
+// connected route.
 func (n *netns) ensureRoute(r kernel.Route) {
 	for _, e := range n.routes {
-		if e.Table == r.Table && e.Family == r.Family && sameNet(e.Dst, r.Dst) && e.LinkIndex == r.LinkIndex && e.Priority == r.Priority {
+		if e.Table == r.Table && e.Family == r.Family && sameNet(e.Dst, r.Dst) && e.LinkIndex == r.LinkIndex &&
+			e.Priority == r.Priority && ipEqual(e.Gw, r.Gw) && e.Scope == r.Scope && ipEqual(e.Src, r.Src) &&
+			e.Protocol == r.Protocol && e.Type == r.Type {
 			return
 		}
 	}
-	n.tables[r.Table] = true
-	n.routes = append(n.routes, r)
+	n.tables[table{r.Family, r.Table}] = true
+	n.routes = append(n.routes, route{Route: r})
 }
 
 // delAddr removes the address at index i with the kernel's side effects.
 // IPv4: deleting a primary deletes its secondaries, or promotes the first
 // when promote_secondaries is set; the local and connected routes go;
-// routes that had the address as preferred source go once no link holds
-// it; when the link has no IPv4 address left, all its IPv4 routes and
-// neighbours are flushed. IPv6: the local and connected routes go, and the
-// address stops being any route's preferred source.
+// routes of main that had the address as preferred source go once no link
+// holds it; when the link has no IPv4 address left, all its IPv4 routes
+// and neighbours are flushed. IPv6: the local route goes, and a route to
+// the prefix (see delPrefixRoute6); the address stops being any route's
+// preferred source.
 func (n *netns) delAddr(i int) {
 	a := n.addrs[i]
 	n.addrs = append(n.addrs[:i], n.addrs[i+1:]...)
 	l := n.links[a.LinkIndex]
 	fam := familyOfNet(a.IPNet)
 	if pr, ok := prefixRoute(l, a); ok && !n.prefixRouteShared(l, pr) {
-		n.routes = filter(n.routes, func(r kernel.Route) bool {
-			return !(r.Protocol == protoKernel && r.Table == pr.Table && r.LinkIndex == l.Index && sameNet(r.Dst, pr.Dst) &&
-				ipEqual(r.Src, pr.Src))
-		})
+		if fam == kernel.FamilyV4 {
+			// fib_magic deletes the route the kernel made, and only it.
+			n.routes = filter(n.routes, func(r route) bool {
+				return !(r.Protocol == protoKernel && r.Table == pr.Table && r.LinkIndex == l.Index && sameNet(r.Dst, pr.Dst) &&
+					ipEqual(r.Src, pr.Src))
+			})
+		} else {
+			n.delPrefixRoute6(pr)
+		}
 	}
 	if fam == kernel.FamilyV4 && a.Flags&addrFlagSecondary == 0 {
 		var secs []int
@@ -164,16 +175,34 @@ func (n *netns) delAddr(i int) {
 	}
 	if n.findAddrIP(l.Index, a.IPNet.IP) < 0 {
 		dst := hostNet(a.IPNet.IP)
-		n.routes = filter(n.routes, func(r kernel.Route) bool {
+		n.routes = filter(n.routes, func(r route) bool {
 			return !(r.Table == kernel.TableLocal && r.Type == kernel.RouteTypeLocal && r.LinkIndex == l.Index && sameNet(r.Dst, dst))
 		})
 	}
-	n.dropPrefsrc(a.IPNet.IP)
+	n.dropPrefsrc(a, false)
 	if fam == kernel.FamilyV4 && !n.hasFamilyAddr(l.Index, fam) {
-		n.routes = filter(n.routes, func(r kernel.Route) bool { return !(r.LinkIndex == l.Index && r.Family == fam) })
+		n.routes = filter(n.routes, func(r route) bool { return !(r.LinkIndex == l.Index && r.Family == fam) })
 		n.neighs = filter(n.neighs, func(nb kernel.Neigh) bool {
 			return !(nb.LinkIndex == l.Index && kernel.FamilyOf(nb.IP) == fam)
 		})
+	}
+}
+
+// delPrefixRoute6 is cleanup_prefix_route: it deletes the first route of
+// main to the prefix on the link without a gateway, lowest metric first,
+// whoever made it (addrconf_get_prefix_route looks at neither protocol nor
+// metric), so a user's route goes in place of a kernel route deleted
+// before.
+func (n *netns) delPrefixRoute6(pr kernel.Route) {
+	at := -1
+	for i, r := range n.routes {
+		if r.Table == pr.Table && r.Family == pr.Family && r.LinkIndex == pr.LinkIndex && sameNet(r.Dst, pr.Dst) && r.Gw == nil &&
+			(at < 0 || r.Priority < n.routes[at].Priority) {
+			at = i
+		}
+	}
+	if at >= 0 {
+		n.routes = append(n.routes[:at], n.routes[at+1:]...)
 	}
 }
 
@@ -209,19 +238,26 @@ func (n *netns) hasFamilyAddr(linkIndex int, fam kernel.Family) bool {
 	return false
 }
 
-// dropPrefsrc: once no link holds ip, IPv4 routes using it as preferred
-// source are deleted (fib_sync_down_addr) and IPv6 ones lose it
-// (rt6_remove_prefsrc).
-func (n *netns) dropPrefsrc(ip net.IP) {
+// dropPrefsrc is what becomes of routes using a deleted address as
+// preferred source once no link holds it (both measured). IPv4: those of
+// table main are deleted, on whatever link (fib_sync_down_addr kills only
+// the main table's); the other tables' stay. IPv6: they lose it
+// (rt6_remove_prefsrc), but only when the address itself is deleted: when
+// its link goes, Linux leaves other links' routes as they are (linkGone).
+func (n *netns) dropPrefsrc(a kernel.Addr, linkGone bool) {
+	ip := a.IPNet.IP
 	if n.hasLocal(ip) {
 		return
 	}
 	if ip.To4() != nil {
-		n.routes = filter(n.routes, func(r kernel.Route) bool { return !ipEqual(r.Src, ip) })
+		n.routes = filter(n.routes, func(r route) bool { return !(r.Table == kernel.TableMain && ipEqual(r.Src, ip)) })
 		return
 	}
-	for i := range n.routes {
-		if ipEqual(n.routes[i].Src, ip) {
+	if linkGone {
+		return
+	}
+	for i, r := range n.routes {
+		if ipEqual(r.Src, ip) {
 			n.routes[i].Src = nil
 		}
 	}
@@ -294,7 +330,8 @@ func (h *handle) AddrList(linkIndex int, family kernel.Family) (out []kernel.Add
 }
 
 // NeighSet adds or replaces the entry for (link, address). ENODEV for a
-// missing link; EINVAL for IPv6 on a link with IPv6 disabled.
+// missing link; EINVAL for IPv6 on a link with IPv6 disabled. On lo an
+// IPv4 entry is 0.0.0.0's, as in Linux.
 func (h *handle) NeighSet(nb kernel.Neigh) error {
 	return h.with(func(n *netns) error {
 		l, ok := n.links[nb.LinkIndex]
@@ -308,6 +345,12 @@ func (h *handle) NeighSet(nb kernel.Neigh) error {
 			return fmt.Errorf("neighbour %s on %s: IPv6 is disabled: %w", nb.IP, l.Name, syscall.EINVAL)
 		}
 		nb = copyNeigh(nb)
+		if l.Kind == kernel.KindLoopback && kernel.FamilyOf(nb.IP) == kernel.FamilyV4 {
+			// arp_constructor keys every IPv4 entry of a loopback (or
+			// point-to-point) device as 0.0.0.0: one entry, whatever
+			// address it is set for.
+			nb.IP = net.IPv4zero.To4()
+		}
 		for i, e := range n.neighs {
 			if e.LinkIndex == nb.LinkIndex && e.IP.Equal(nb.IP) {
 				n.neighs[i] = nb

@@ -62,10 +62,10 @@ func checkMTU(mtu int) error {
 }
 
 // delLink removes a link with everything that depends on it: its routes
-// in every table, its addresses (and the routes elsewhere that used them
-// as preferred source), neighbours and sysctls, its VLAN children, and its
-// veth peer with the same cascade in the peer's namespace. Rules are left
-// alone, as Linux does.
+// in every table, its addresses (and the IPv4 routes of main elsewhere
+// that used them as preferred source, see dropPrefsrc), neighbours and
+// sysctls, its VLAN children, and its veth peer with the same cascade in
+// the peer's namespace. Rules are left alone, as Linux does.
 func (n *netns) delLink(l *link) {
 	if n.links[l.Index] != l {
 		return
@@ -79,10 +79,10 @@ func (n *netns) delLink(l *link) {
 		}
 		return true
 	})
-	n.routes = filter(n.routes, func(r kernel.Route) bool { return r.LinkIndex != l.Index })
+	n.routes = filter(n.routes, func(r route) bool { return r.LinkIndex != l.Index })
 	n.neighs = filter(n.neighs, func(nb kernel.Neigh) bool { return nb.LinkIndex != l.Index })
 	for _, a := range gone {
-		n.dropPrefsrc(a.IPNet.IP)
+		n.dropPrefsrc(a, true)
 	}
 	for _, c := range n.links {
 		if c.Kind == kernel.KindVlan && c.ParentIndex == l.Index {
@@ -152,6 +152,20 @@ func (h *handle) AddVeth(s kernel.VethSpec) error {
 				return fmt.Errorf("peer namespace %s: %w", peer.path, kernel.ErrNamespaceGone)
 			}
 			pn = peer.n
+		}
+		// Both names are checked for emptiness (kernel/linux refuses
+		// before sending) and then for length (netlink attribute policy:
+		// rtnl_newlink parses the peer's attributes before it looks for
+		// either name), and only then for use, the link's name first.
+		for _, name := range []string{s.Name, s.PeerName} {
+			if name == "" {
+				return fmt.Errorf("empty link name: %w", syscall.EINVAL)
+			}
+		}
+		for _, name := range []string{s.Name, s.PeerName} {
+			if len(name) > kernel.MaxLinkNameLen {
+				return fmt.Errorf("link name %q: %w", name, syscall.ERANGE)
+			}
 		}
 		if err := n.checkNewName(s.Name); err != nil {
 			return err

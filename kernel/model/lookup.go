@@ -17,6 +17,9 @@ const loIndex = 1
 type flow struct {
 	dst, src net.IP // src nil: the unspecified address
 	iif, oif int    // link indexes; oif 0: any
+	// prefer: among routes of one prefix and metric, the one on this
+	// link wins (IPv6 scores the device; 0: none preferred).
+	prefer   int
 	minScope kernel.Scope
 }
 
@@ -54,11 +57,19 @@ func (n *netns) ruleMatches(r kernel.Rule, fam kernel.Family, fl flow) bool {
 // then lowest metric, then the oldest. Routes narrower in scope than the
 // flow asks (IPv4 nexthop checks) or on another device than its oif are
 // passed over.
-func (n *netns) tableLookup(table int, fam kernel.Family, fl flow) (kernel.Route, bool) {
-	var best kernel.Route
+func (n *netns) tableLookup(table int, fam kernel.Family, fl flow) (route, bool) {
+	return n.lookupIn(func(t int) bool { return t == table }, fam, fl)
+}
+
+// lookupIn is tableLookup over several tables taken as one, as Linux
+// keeps local and main while no IPv4 rule has changed: on a tie of
+// prefix length the route of the higher table id comes first (a prefix's
+// entries are ordered by table before metric), so local before main.
+func (n *netns) lookupIn(in func(table int) bool, fam kernel.Family, fl flow) (route, bool) {
+	var best route
 	bestLen, found := -1, false
 	for _, r := range n.routes {
-		if r.Table != table || r.Family != fam || r.Scope < fl.minScope || (fl.oif != 0 && r.LinkIndex != fl.oif) {
+		if !in(r.Table) || r.Family != fam || r.Scope < fl.minScope || (fl.oif != 0 && r.LinkIndex != fl.oif) {
 			continue
 		}
 		plen := 0
@@ -68,17 +79,57 @@ func (n *netns) tableLookup(table int, fam kernel.Family, fl flow) (kernel.Route
 			}
 			plen = prefixLen(r.Dst)
 		}
-		if plen > bestLen || (plen == bestLen && r.Priority < best.Priority) {
+		if plen > bestLen || (plen == bestLen && better(r, best, fl)) {
 			best, bestLen, found = r, plen, true
 		}
 	}
 	return best, found
 }
 
+// better orders two routes of the same prefix length: the higher table
+// first (local before main when they are merged), then the lower metric,
+// then the one on the preferred link, then the older (r is the newer).
+func better(r, best route, fl flow) bool {
+	switch {
+	case r.Table != best.Table:
+		return r.Table > best.Table
+	case r.Priority != best.Priority:
+		return r.Priority < best.Priority
+	}
+	return fl.prefer != 0 && r.LinkIndex == fl.prefer && best.LinkIndex != fl.prefer
+}
+
 // policyLookup walks the family's rules in priority order; the first
 // matching rule whose table has a route for the flow decides. A rule
 // whose table has none lets the walk go on, as in Linux.
-func (n *netns) policyLookup(fam kernel.Family, fl flow) (kernel.Route, int, bool) {
+//
+// Until the rules are customised Linux takes a fast path that ignores
+// them, and so does the model: for IPv4, until a rule is added or deleted
+// (v4CustomRules), main with local merged in, then default; for IPv6,
+// until a rule is added (v6CustomRules: deleting one does not count),
+// local then main, even if "0: lookup local" was deleted. The priorities
+// returned are those of the default rules the fast path stands for.
+func (n *netns) policyLookup(fam kernel.Family, fl flow) (route, int, bool) {
+	switch {
+	case fam == kernel.FamilyV4 && !n.v4CustomRules:
+		if rt, ok := n.lookupIn(func(t int) bool { return t == kernel.TableMain || t == kernel.TableLocal }, fam, fl); ok {
+			if rt.Table == kernel.TableLocal {
+				return rt, 0, true
+			}
+			return rt, 32766, true
+		}
+		if rt, ok := n.tableLookup(kernel.TableDefault, fam, fl); ok {
+			return rt, 32767, true
+		}
+		return route{}, 0, false
+	case fam == kernel.FamilyV6 && !n.v6CustomRules:
+		for _, r := range []struct{ table, prio int }{{kernel.TableLocal, 0}, {kernel.TableMain, 32766}} {
+			if rt, ok := n.tableLookup(r.table, fam, fl); ok {
+				return rt, r.prio, true
+			}
+		}
+		return route{}, 0, false
+	}
 	for _, r := range n.rules {
 		if !n.ruleMatches(r, fam, fl) {
 			continue
@@ -87,27 +138,73 @@ func (n *netns) policyLookup(fam kernel.Family, fl flow) (kernel.Route, int, boo
 			return rt, r.Priority, true
 		}
 	}
-	return kernel.Route{}, 0, false
+	return route{}, 0, false
+}
+
+// reportedTable is the table RouteGet reports for a route: its own,
+// except that an IPv4 local-table route is reported as main while the
+// namespace has had no IPv4 rule added or deleted. Linux then keeps the
+// local table merged into main (one trie, fib_unmerge splits it at the
+// first rule change) and says the answer came from main.
+func (n *netns) reportedTable(rt route) int {
+	if rt.Family == kernel.FamilyV4 && rt.Table == kernel.TableLocal && !n.v4CustomRules {
+		return kernel.TableMain
+	}
+	return rt.Table
+}
+
+// localAddr4 is __ip_dev_find's test of an IPv4 source: an address of a
+// link, or one the local table routes as local (an address in the subnet
+// of an address on lo, which is all local).
+func (n *netns) localAddr4(ip net.IP) bool {
+	if n.hasLocal(ip) {
+		return true
+	}
+	rt, ok := n.tableLookup(kernel.TableLocal, kernel.FamilyV4, flow{dst: ip})
+	return ok && rt.Type == kernel.RouteTypeLocal
+}
+
+// martianSource is fib_validate_source with rp_filter off, for a packet
+// from src to dst arriving on iif whose route leaves by oif (0: it is
+// delivered locally): a source that is local is refused, unless
+// accept_local. While the rules are the default ones and the packet does
+// not leave by the link it came in on (where redirects are sent), local
+// means an address of a link; otherwise Linux looks the source up through
+// the rules, as a destination from oif, and local means a local route.
+func (n *netns) martianSource(src, dst net.IP, iif *link, oif int) bool {
+	if n.confOr(kernel.FamilyV4, iif.Name, "accept_local") {
+		return false
+	}
+	if !n.v4CustomRules && (iif.Index != oif || !n.confOr(kernel.FamilyV4, iif.Name, "send_redirects")) {
+		return n.hasLocal(src)
+	}
+	back := oif
+	if back == 0 {
+		back = loIndex
+	}
+	rt, _, ok := n.policyLookup(kernel.FamilyV4, flow{dst: src, src: dst, iif: back})
+	return ok && rt.Type == kernel.RouteTypeLocal
 }
 
 // RouteGet answers "where does this packet go", as `ip route get` does.
 //
 // Without IifName it is a locally generated packet (input interface lo,
 // so "iif lo" rules match it and other iif rules do not). An IPv4 source
-// must then be an address of the namespace (ENETUNREACH otherwise, as
-// Linux answers); an IPv6 one may be anything.
+// must then be local (see localAddr4; ENETUNREACH otherwise, as Linux
+// answers); an IPv6 one may be anything.
 //
 // With IifName it is a packet arriving on that link (ENODEV if there is
 // none). For IPv4 Linux's input checks apply: a missing, multicast or
-// loopback source is a martian (EINVAL), so is a source that is a local
-// address unless accept_local; when the link does not forward
+// loopback source is a martian (EINVAL), so is a source that is local
+// (see martianSource); when the link does not forward
 // (conf/<if>/forwarding, set for all links by ip_forward) a packet that is
 // not for the namespace itself is EHOSTUNREACH. IPv6 input lookups have no
 // such checks.
 //
 // A destination that is an address of the namespace resolves through the
 // local table to local delivery: LinkIndex/LinkName are lo's and Table is
-// 255, as the real kernel reports for a namespace's own addresses. No
+// 255 (254 for IPv4 until a rule changes, see reportedTable), as the real
+// kernel reports for a namespace's own addresses. No
 // route is ENETUNREACH. RulePrio is the priority of the rule whose table
 // answered.
 func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err error) {
@@ -132,6 +229,9 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 			fl.iif = iif.Index
 		}
 		v4 := fam == kernel.FamilyV4
+		if !v4 && iif != nil {
+			fl.prefer = iif.Index // ip6_pol_route_input scores the input device as its oif
+		}
 		switch {
 		case v4 && iif != nil:
 			if src == nil || src.IsMulticast() || src.Equal(net.IPv4bcast) ||
@@ -142,7 +242,7 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 			if src.IsMulticast() {
 				return fmt.Errorf("source %s: %w", src, syscall.EINVAL)
 			}
-			if !n.hasLocal(src) {
+			if !n.localAddr4(src) {
 				return fmt.Errorf("source %s is not local: %w", src, syscall.ENETUNREACH)
 			}
 		}
@@ -154,21 +254,23 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 			}
 			return fmt.Errorf("no route to %s: %w", dst, syscall.ENETUNREACH)
 		}
-		localSrc := v4 && iif != nil && n.hasLocal(src) && !n.confOr(fam, iif.Name, "accept_local")
 		if rt.Type == kernel.RouteTypeLocal {
-			if localSrc {
+			if v4 && iif != nil && n.martianSource(src, dst, iif, 0) {
 				return fmt.Errorf("martian source %s on %s: %w", src, iif.Name, syscall.EINVAL)
 			}
-			res = kernel.RouteResult{Table: rt.Table, LinkIndex: loIndex, LinkName: n.links[loIndex].Name, RulePrio: prio}
+			res = kernel.RouteResult{Table: n.reportedTable(rt), LinkIndex: loIndex, LinkName: n.links[loIndex].Name, RulePrio: prio}
 			return nil
 		}
 		if !forwards {
 			return fmt.Errorf("%s does not forward: %w", iif.Name, syscall.EHOSTUNREACH)
 		}
-		if localSrc {
+		if v4 && iif != nil && n.martianSource(src, dst, iif, rt.LinkIndex) {
 			return fmt.Errorf("martian source %s on %s: %w", src, iif.Name, syscall.EINVAL)
 		}
-		res = kernel.RouteResult{Table: rt.Table, LinkIndex: rt.LinkIndex, Gw: cloneIP(rt.Gw), RulePrio: prio}
+		res = kernel.RouteResult{Table: n.reportedTable(rt), LinkIndex: rt.LinkIndex, Gw: cloneIP(rt.Gw), RulePrio: prio}
+		if rt.hostGw {
+			res.Gw = nil // see route
+		}
 		if l, ok := n.links[rt.LinkIndex]; ok {
 			res.LinkName = l.Name
 		}

@@ -5,28 +5,40 @@
 //
 // Its semantics follow Linux where they matter for leaks, and were
 // measured on a real kernel (6.x) by the kernel/linux tests, which run the
-// same operations on both and compare errnos and dumps:
+// same operations on both and compare errnos and dumps; TestDifferential
+// there runs random sequences of them (internal/ktest) and shrinks any
+// disagreement to the shortest sequence that shows it, and
+// TestDifferentialRegressions keeps every one it found:
 //
 //   - deleting a namespace deletes its links and their veth peers in other
 //     namespaces; deleting a link deletes its routes (every table), its
 //     addresses, neighbours and sysctls, its VLAN children and its veth
 //     peer; rules survive the deletion of the device they name, which is
 //     why rules leak and routes do not;
-//   - a duplicate add is EEXIST; deleting a missing rule is ENOENT, a
-//     missing route ESRCH, a missing address EADDRNOTAVAIL, a missing link
-//     ENODEV; a link name over 15 bytes is ERANGE, an empty one EINVAL;
+//   - a duplicate add is EEXIST, and for a rule "duplicate" treats the
+//     new rule's unset addresses as wildcards; deleting a missing rule is
+//     ENOENT, a missing route ESRCH (the IPv6 default route of a table
+//     that has none, ENOENT), a missing address EADDRNOTAVAIL, a missing
+//     link ENODEV; a link name over 15 bytes is ERANGE, an empty one
+//     EINVAL;
 //   - an address brings its local-table route and, once its link is up,
 //     its connected route; deleting the last IPv4 address of a link flushes
 //     the link's IPv4 routes and neighbours, as Linux does;
-//   - RouteGet walks the rules by priority, then takes the longest prefix.
+//   - RouteGet walks the rules by priority, then takes the longest prefix;
+//     until the rules change Linux takes a fast path past them (IPv4 with
+//     local and main merged), and so does the model (lookup.go).
 //
 // What is not modelled: IPv6 DAD (addresses are never tentative),
 // automatic IPv6 link-local addresses and their fe80::/64 routes,
 // broadcast and multicast routes of the local table, rp_filter, TOS,
-// multipath, carrier (a veth is usable as soon as it is up), bridge
-// ports, and Linux moving physical devices of a deleted namespace back to
-// the initial one (the model deletes them with the namespace). For
-// addresses in 127.0.0.0/8 RouteGet says table 255 where Linux says 254.
+// multipath, bridge ports, and Linux moving physical devices of a deleted
+// namespace back to the initial one (the model deletes them with the
+// namespace). Nor is carrier: a link is usable as soon as it is up (with
+// DAD off, Linux too makes an IPv6 address on a link without carrier
+// usable at once; with DAD on it stays tentative). Nor are user routes of
+// type local (kernel.Route.Type on add), which would make Linux check
+// martian sources the slow way (fib_has_custom_local_routes); the
+// differential suite makes none.
 package model
 
 import (
@@ -51,13 +63,39 @@ type netns struct {
 	links     map[int]*link
 	nextIndex int
 	addrs     []kernel.Addr
-	routes    []kernel.Route
+	routes    []route
 	rules     []kernel.Rule // in priority order, ties in insertion order
 	neighs    []kernel.Neigh
 	sysctl    map[string]string // namespace-wide keys written (see sysctl.go)
-	// tables that exist (a route was added, or a rule allocated it): an
-	// IPv4 rule added without a table gets the first free id.
-	tables map[int]bool
+	// tables that exist, per family as in Linux (a route add creates its
+	// table, an IPv6 rule its table, an IPv4 rule without a table
+	// allocates one): an IPv4 rule added without a table gets the first
+	// id free among the IPv4 tables, and deleting the IPv6 default route
+	// answers ENOENT rather than ESRCH when its table exists (routes.go).
+	tables map[table]bool
+	// v4CustomRules: an IPv4 rule was added or deleted; v6CustomRules: an
+	// IPv6 rule was added (a delete does not count). Until then Linux's
+	// lookups take a fast path that ignores the rules, and for IPv4 keeps
+	// the local and main tables merged, so that a local route answers as
+	// main (lookup.go).
+	v4CustomRules, v6CustomRules bool
+}
+
+// route is a route as the model keeps it: what kernel.Route shows, and
+// what Linux keeps of its nexthop besides. hostGw: the gateway was a
+// local address when the route was added, so it resolved through a
+// host-scope route, the nexthop has host scope, and lookups answer with
+// the device and no gateway (rt_set_nexthop); Linux decides it then and
+// keeps it.
+type route struct {
+	kernel.Route
+	hostGw bool
+}
+
+// table is a routing table of one family.
+type table struct {
+	fam kernel.Family
+	id  int
 }
 
 type link struct {
@@ -85,8 +123,10 @@ func (k *Kernel) AddNamespace(path string) error {
 	if _, ok := k.ns[path]; ok {
 		return fmt.Errorf("namespace %s: %w", path, syscall.EEXIST)
 	}
-	n := &netns{path: path, links: map[int]*link{}, nextIndex: 1, sysctl: map[string]string{},
-		tables: map[int]bool{kernel.TableMain: true, kernel.TableLocal: true}}
+	n := &netns{path: path, links: map[int]*link{}, nextIndex: 1, sysctl: map[string]string{}, tables: map[table]bool{}}
+	for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
+		n.tables[table{f, kernel.TableMain}], n.tables[table{f, kernel.TableLocal}] = true, true
+	}
 	n.addLink(&link{Link: kernel.Link{Name: "lo", Kind: kernel.KindLoopback, MTU: 65536}})
 	for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
 		n.rules = append(n.rules, kernel.Rule{Priority: 0, Family: f, Table: kernel.TableLocal},
@@ -199,12 +239,13 @@ func (k *Kernel) Clone() *Kernel {
 	remap := make(map[*netns]*netns, len(k.ns))
 	for p, n := range k.ns {
 		m := &netns{path: n.path, links: make(map[int]*link, len(n.links)), nextIndex: n.nextIndex,
-			sysctl: make(map[string]string, len(n.sysctl)), tables: make(map[int]bool, len(n.tables))}
+			sysctl: make(map[string]string, len(n.sysctl)), tables: make(map[table]bool, len(n.tables)),
+			v4CustomRules: n.v4CustomRules, v6CustomRules: n.v6CustomRules}
 		for _, a := range n.addrs {
 			m.addrs = append(m.addrs, copyAddr(a))
 		}
 		for _, r := range n.routes {
-			m.routes = append(m.routes, copyRoute(r))
+			m.routes = append(m.routes, route{copyRoute(r.Route), r.hostGw})
 		}
 		for _, r := range n.rules {
 			m.rules = append(m.rules, copyRule(r))

@@ -64,44 +64,45 @@ func normRoute(r kernel.Route, del bool) (kernel.Route, error) {
 // rules), on the given device if there is one; the device, found that way
 // when not given, must be up (ENETDOWN). Without a gateway the device must
 // exist (ENODEV) and, unless the route is host scope, be up. A preferred
-// source must be an address of the namespace (EINVAL).
-func (n *netns) checkNexthop4(r *kernel.Route) error {
+// source must be local (EINVAL; see localAddr4). hostGw: the gateway
+// resolved through a host-scope route (see route).
+func (n *netns) checkNexthop4(r *kernel.Route) (hostGw bool, err error) {
 	if r.Gw != nil {
 		if r.Scope >= kernel.ScopeHost {
-			return fmt.Errorf("host-scope route with a gateway: %w", syscall.EINVAL)
+			return false, fmt.Errorf("host-scope route with a gateway: %w", syscall.EINVAL)
 		}
 		fl := flow{dst: r.Gw, iif: loIndex, oif: r.LinkIndex, minScope: max(r.Scope+1, kernel.ScopeLink)}
-		var via kernel.Route
+		var via route
 		found := false
-		if r.Table != kernel.TableMain && n.tables[r.Table] {
+		if r.Table != kernel.TableMain && n.tables[table{kernel.FamilyV4, r.Table}] {
 			via, found = n.tableLookup(r.Table, kernel.FamilyV4, fl)
 		}
 		if !found {
 			via, _, found = n.policyLookup(kernel.FamilyV4, fl)
 		}
 		if !found {
-			return fmt.Errorf("gateway %s unreachable: %w", r.Gw, syscall.ENETUNREACH)
+			return false, fmt.Errorf("gateway %s unreachable: %w", r.Gw, syscall.ENETUNREACH)
 		}
 		if via.Type != kernel.RouteTypeUnicast && via.Type != kernel.RouteTypeLocal {
-			return fmt.Errorf("gateway %s: %w", r.Gw, syscall.EINVAL)
+			return false, fmt.Errorf("gateway %s: %w", r.Gw, syscall.EINVAL)
 		}
-		r.LinkIndex = via.LinkIndex
+		r.LinkIndex, hostGw = via.LinkIndex, via.Scope == kernel.ScopeHost
 		if l, ok := n.links[r.LinkIndex]; !ok || !l.Up {
-			return fmt.Errorf("gateway %s: device for nexthop is not up: %w", r.Gw, syscall.ENETDOWN)
+			return false, fmt.Errorf("gateway %s: device for nexthop is not up: %w", r.Gw, syscall.ENETDOWN)
 		}
 	} else {
 		l, ok := n.links[r.LinkIndex]
 		if !ok {
-			return noIndex(r.LinkIndex)
+			return false, noIndex(r.LinkIndex)
 		}
 		if !l.Up && r.Scope != kernel.ScopeHost {
-			return fmt.Errorf("device %s for nexthop is not up: %w", l.Name, syscall.ENETDOWN)
+			return false, fmt.Errorf("device %s for nexthop is not up: %w", l.Name, syscall.ENETDOWN)
 		}
 	}
-	if r.Src != nil && !(r.Type == kernel.RouteTypeLocal && r.Dst != nil && r.Src.Equal(r.Dst.IP)) && !n.hasLocal(r.Src) {
-		return fmt.Errorf("preferred source %s is not local: %w", r.Src, syscall.EINVAL)
+	if r.Src != nil && !(r.Type == kernel.RouteTypeLocal && r.Dst != nil && r.Src.Equal(r.Dst.IP)) && !n.localAddr4(r.Src) {
+		return false, fmt.Errorf("preferred source %s is not local: %w", r.Src, syscall.EINVAL)
 	}
-	return nil
+	return hostGw, nil
 }
 
 // checkNexthop6 is fib6_nh_init and ip6_validate_gw: ENODEV for a missing
@@ -119,8 +120,8 @@ func (n *netns) checkNexthop6(r *kernel.Route) error {
 		}
 		if !r.Gw.IsLinkLocalUnicast() {
 			fl := flow{dst: r.Gw, oif: r.LinkIndex}
-			via, found := kernel.Route{}, false
-			if n.tables[r.Table] {
+			via, found := route{}, false
+			if n.tables[table{kernel.FamilyV6, r.Table}] {
 				via, found = n.tableLookup(r.Table, kernel.FamilyV6, fl)
 				found = found && via.Gw == nil
 			}
@@ -128,7 +129,8 @@ func (n *netns) checkNexthop6(r *kernel.Route) error {
 				via, _, found = n.policyLookup(kernel.FamilyV6, fl)
 				found = found && via.Gw == nil
 			}
-			if !found || (r.LinkIndex != 0 && via.LinkIndex != r.LinkIndex) {
+			// A route on lo does not make a gateway on-link (measured).
+			if !found || (r.LinkIndex != 0 && via.LinkIndex != r.LinkIndex) || via.LinkIndex == loIndex {
 				return fmt.Errorf("gateway %s not on-link: %w", r.Gw, syscall.EHOSTUNREACH)
 			}
 			r.LinkIndex = via.LinkIndex
@@ -181,9 +183,10 @@ func (h *handle) addRoute(r kernel.Route, replace bool) error {
 		return err
 	}
 	return h.with(func(n *netns) error {
-		n.tables[r.Table] = true // Linux creates the table before it checks the route
+		n.tables[table{r.Family, r.Table}] = true // Linux creates the table before it checks the route
+		hostGw := false
 		if r.Family == kernel.FamilyV4 {
-			err = n.checkNexthop4(&r)
+			hostGw, err = n.checkNexthop4(&r)
 		} else {
 			err = n.checkNexthop6(&r)
 		}
@@ -194,10 +197,10 @@ func (h *handle) addRoute(r kernel.Route, replace bool) error {
 			if !replace {
 				return fmt.Errorf("route %s table %s: %w", dstString(r), kernel.TableString(r.Table), syscall.EEXIST)
 			}
-			n.routes[i] = r
+			n.routes[i] = route{r, hostGw}
 			return nil
 		}
-		n.routes = append(n.routes, r)
+		n.routes = append(n.routes, route{r, hostGw})
 		return nil
 	})
 }
@@ -214,7 +217,8 @@ func dstString(r kernel.Route) string {
 // (zero fields are wildcards): for IPv4 gateway, device, scope, preferred
 // source, metric, protocol and type, as fib_table_delete; for IPv6
 // gateway, device, metric and protocol, as ip6_route_del. ESRCH when none
-// (or when the table does not exist).
+// (or when the table does not exist); for the IPv6 default route of a
+// table that has none, ENOENT (see nullEntryMatches).
 func (h *handle) RouteDel(r kernel.Route) error {
 	r, err := normRoute(r, true)
 	if err != nil {
@@ -241,8 +245,21 @@ func (h *handle) RouteDel(r kernel.Route) error {
 			n.routes = append(n.routes[:i], n.routes[i+1:]...)
 			return nil
 		}
+		if !v4 && r.Dst == nil && len(cand) == 0 && n.tables[table{r.Family, r.Table}] && nullEntryMatches(r) {
+			// ip6_route_del finds the table's root node, which holds only
+			// the null entry when there is no default route, and refuses
+			// to delete that entry with ENOENT.
+			return fmt.Errorf("no IPv6 default route in table %s: %w", kernel.TableString(r.Table), syscall.ENOENT)
+		}
 		return fmt.Errorf("route %s table %s: %w", dstString(r), kernel.TableString(r.Table), syscall.ESRCH)
 	})
+}
+
+// nullEntryMatches: the IPv6 null entry (device lo, no gateway, metric
+// 0xffffffff, proto kernel) passes ip6_route_del's filters.
+func nullEntryMatches(r kernel.Route) bool {
+	return (r.LinkIndex == 0 || r.LinkIndex == loIndex) && r.Gw == nil && (r.Priority == 0 || uint32(r.Priority) == 0xffffffff) &&
+		(r.Protocol == 0 || r.Protocol == protoKernel)
 }
 
 // RouteList lists the routes of a family (FamilyAll: both, IPv4 first) in
@@ -251,7 +268,7 @@ func (h *handle) RouteList(family kernel.Family, table int) (out []kernel.Route,
 	err = h.with(func(n *netns) error {
 		for _, r := range n.routes {
 			if (family == kernel.FamilyAll || r.Family == family) && (table == 0 || r.Table == table) {
-				out = append(out, copyRoute(r))
+				out = append(out, copyRoute(r.Route))
 			}
 		}
 		return nil

@@ -38,10 +38,17 @@ func normRule(r kernel.Rule) (kernel.Rule, error) {
 	return r, nil
 }
 
-// sameRule is the kernel's rule_exists: every selector and the action.
-func sameRule(a, b kernel.Rule) bool {
-	return a.Priority == b.Priority && a.Family == b.Family && sameNet(a.Src, b.Src) && sameNet(a.Dst, b.Dst) &&
-		a.IifName == b.IifName && a.OifName == b.OifName && a.Table == b.Table && a.Mark == b.Mark && a.Mask == b.Mask
+// ruleExists is the kernel's rule_exists, which makes an add EEXIST:
+// priority, table, interfaces, mark and mask compare exactly, but the
+// addresses only when the new rule sets them (fib4_rule_compare and
+// fib6_rule_compare skip a selector whose prefix length is 0). So once
+// "512: from Y to X lookup main" exists, "512: to X lookup main" and
+// "512: lookup main" are refused, while the reverse order adds both
+// (measured by kernel/linux's TestDifferential).
+func ruleExists(e, r kernel.Rule) bool {
+	return e.Priority == r.Priority && e.Family == r.Family && (r.Src == nil || sameNet(e.Src, r.Src)) &&
+		(r.Dst == nil || sameNet(e.Dst, r.Dst)) && e.IifName == r.IifName && e.OifName == r.OifName &&
+		e.Table == r.Table && e.Mark == r.Mark && e.Mask == r.Mask
 }
 
 func (n *netns) sortRules() {
@@ -67,11 +74,11 @@ func (n *netns) defaultPref(fam kernel.Family) int {
 	return 0
 }
 
-// RuleAdd adds a rule after the rules of the same priority; EEXIST for an
-// identical one. Priority 0 means "pick one" (see defaultPref). Table 0
-// gets a fresh, unused table for IPv4 (fib_empty_table) and is EINVAL for
-// IPv6, as Linux does. The interfaces a rule names need not exist, and
-// the rule outlives them.
+// RuleAdd adds a rule after the rules of the same priority; EEXIST when
+// one exists that it does not tell apart (see ruleExists). Priority 0
+// means "pick one" (see defaultPref). Table 0 gets a fresh, unused table
+// for IPv4 (fib_empty_table) and is EINVAL for IPv6, as Linux does. The
+// interfaces a rule names need not exist, and the rule outlives them.
 func (h *handle) RuleAdd(r kernel.Rule) error {
 	r, err := normRule(r)
 	if err != nil {
@@ -81,21 +88,29 @@ func (h *handle) RuleAdd(r kernel.Rule) error {
 		if r.Priority == 0 {
 			r.Priority = n.defaultPref(r.Family)
 		}
-		if r.Table == kernel.TableUnspec {
-			if r.Family == kernel.FamilyV6 {
-				return fmt.Errorf("IPv6 rule without table: %w", syscall.EINVAL)
+		// fib_newrule's order: the duplicate check first, with table 0
+		// still 0 (so it matches nothing), then the family's configure.
+		for _, e := range n.rules {
+			if ruleExists(e, r) {
+				return fmt.Errorf("rule %s: %w", kernel.RuleString(r), syscall.EEXIST)
 			}
-			for t := 1; ; t++ {
-				if !n.tables[t] {
-					r.Table, n.tables[t] = t, true
+		}
+		switch {
+		case r.Family == kernel.FamilyV6 && r.Table == kernel.TableUnspec:
+			return fmt.Errorf("IPv6 rule without table: %w", syscall.EINVAL)
+		case r.Family == kernel.FamilyV6:
+			n.tables[table{r.Family, r.Table}] = true // fib6_rule_configure creates it
+			n.v6CustomRules = true
+		case r.Table == kernel.TableUnspec:
+			for t := 1; ; t++ { // fib_empty_table; a table an IPv4 rule names is not made
+				if !n.tables[table{r.Family, t}] {
+					r.Table, n.tables[table{r.Family, t}] = t, true
 					break
 				}
 			}
 		}
-		for _, e := range n.rules {
-			if sameRule(e, r) {
-				return fmt.Errorf("rule %s: %w", kernel.RuleString(r), syscall.EEXIST)
-			}
+		if r.Family == kernel.FamilyV4 {
+			n.v4CustomRules = true
 		}
 		n.rules = append(n.rules, r)
 		n.sortRules()
@@ -121,6 +136,9 @@ func (h *handle) RuleDel(r kernel.Rule) error {
 				continue
 			}
 			n.rules = append(n.rules[:i], n.rules[i+1:]...)
+			if r.Family == kernel.FamilyV4 {
+				n.v4CustomRules = true // fib4_rule_delete unmerges too
+			}
 			return nil
 		}
 		return fmt.Errorf("rule %s: %w", kernel.RuleString(r), syscall.ENOENT)

@@ -343,7 +343,7 @@ func (n *netns) setV6(l *link, leaf, v string) {
 				n.delAddr(i)
 			}
 		}
-		n.routes = filter(n.routes, func(r kernel.Route) bool { return !(r.LinkIndex == l.Index && r.Family == kernel.FamilyV6) })
+		n.routes = filter(n.routes, func(r route) bool { return !(r.LinkIndex == l.Index && r.Family == kernel.FamilyV6) })
 		n.neighs = filter(n.neighs, func(nb kernel.Neigh) bool {
 			return !(nb.LinkIndex == l.Index && kernel.FamilyOf(nb.IP) == kernel.FamilyV6)
 		})
