@@ -8,11 +8,11 @@ LDFLAGS := -X main.buildVersion=$(VERSION)
 GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
-# real-kernel suites and the containerd e2e suite).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e)
+# real-kernel suites, the containerd e2e suite and bench/).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
-        verify-generated deps clean image kind-up kind-load kind-down
+        verify-generated deps clean image kind-up kind-load kind-down bench
 
 all: build
 
@@ -44,6 +44,29 @@ integration:
 ## without them it skips, or fails under CI=true.
 e2e:
 	$(GINKGO) -v --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
+
+## bench: ADD/DEL latency of vpc-cni (with ipamd --cloud memory) beside
+## ptp + host-local (the containernetworking/plugins of go.mod), interleaved,
+## through libcni in a node namespace, and vpc-cni's DEL while ipamd is
+## SIGSTOPped (root). Prints figures; fails only when something does not
+## work. Then containerd 1.6 (crictl runp/stopp/rmp) on two nodes, one with
+## vpc-cni, one with ptp, interleaved (needs containerd, runc, crictl as e2e
+## does; skips without them). Not part of test.
+## BENCH_FLAGS="-n 50 -hang-runs 10 -v", BENCH_CRI_RUNS=20.
+BENCH_FLAGS ?=
+BENCH_CRI_RUNS ?= 20
+CNI_PLUGINS_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/containernetworking/plugins)
+bench:
+	$(GO) build -o $(BIN)/bench/vpc-cni ./plugin/cmd/vpc-cni
+	$(GO) build -o $(BIN)/bench/ipamd ./ipamd/cmd/ipamd
+	@# ptp imports modules this go.sum does not list: build it at go.mod's
+	@# version with its own module's go.sum (go install pkg@version).
+	GOBIN=$(abspath $(BIN)/bench) $(GO) install \
+	  github.com/containernetworking/plugins/plugins/main/ptp@$(CNI_PLUGINS_VERSION) \
+	  github.com/containernetworking/plugins/plugins/ipam/host-local@$(CNI_PLUGINS_VERSION)
+	$(GO) build -o $(BIN)/bench/cnibench ./bench/cmd/cnibench
+	$(BIN)/bench/cnibench -bin $(BIN)/bench $(BENCH_FLAGS)
+	BENCH_CRI_RUNS=$(BENCH_CRI_RUNS) $(GINKGO) ./bench/containerd
 
 ## explore: the whole fault space of the eviction template (every failpoint
 ## it reaches x occurrence x crash/error/hang x mode x policy x checkpoint

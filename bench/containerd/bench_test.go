@@ -1,0 +1,119 @@
+package cribench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// runs is BENCH_CRI_RUNS (default 20).
+func runs() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_CRI_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 20
+}
+
+var _ = Describe("containerd runp/stopp/rmp", Label("bench"), func() {
+	It("with vpc-cni and with ptp + host-local, interleaved", func() {
+		nodes := []*node{newNode("vpc-cni"), newNode("ptp")}
+		t := map[string]map[string][]time.Duration{}
+		for _, n := range nodes {
+			t[n.plugin] = map[string][]time.Duration{}
+			n.cycle("warm", nil) // not counted
+		}
+		N := runs()
+		for i := 0; i < N; i++ {
+			for _, n := range nodes {
+				n.cycle(fmt.Sprintf("pod-%d", i), t[n.plugin])
+			}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "\ncontainerd 1.6 CRI through crictl, %d runs each, interleaved (vpc-cni node, ptp node, ...)\n", N)
+		fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", "call", "plugin", "median", "p95")
+		for _, verb := range []string{"runp", "stopp", "rmp"} {
+			a, p := t["vpc-cni"][verb], t["ptp"][verb]
+			fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", verb, "vpc-cni", ms(median(a)), ms(p95(a)))
+			fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", verb, "ptp+host-local", ms(median(p)), ms(p95(p)))
+			fmt.Fprintf(&b, "%-6s %-22s %9.2fx %9.2fx\n", verb, "ratio vpc-cni/ptp",
+				float64(median(a))/float64(median(p)), float64(p95(a))/float64(p95(p)))
+		}
+		AddReportEntry("timings", b.String())
+	})
+})
+
+// cycle is one sandbox's life: runp (ADD), stopp (DEL with the netns and
+// prevResult), rmp (DEL again with no netns). Only the calls are timed.
+func (n *node) cycle(name string, t map[string][]time.Duration) {
+	spec := map[string]any{
+		"metadata": map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name + "-" + fmt.Sprint(time.Now().UnixNano()), "attempt": 0},
+		"hostname": name,
+		"linux":    map[string]any{"cgroup_parent": n.cri.cgroupParent},
+	}
+	b, err := json.Marshal(spec)
+	Expect(err).NotTo(HaveOccurred())
+	f := filepath.Join(n.dir, "pod-"+name+".json")
+	Expect(os.WriteFile(f, b, 0o644)).To(Succeed())
+	timed := func(verb string, args ...string) string {
+		start := time.Now()
+		out, err := n.cri.crictl(args...)
+		d := time.Since(start)
+		if err != nil {
+			dumpFile("plugin log", n.pluginLog)
+		}
+		Expect(err).NotTo(HaveOccurred(), "%s %s (%s)", verb, name, n.plugin)
+		if t != nil {
+			t[verb] = append(t[verb], d)
+		}
+		return strings.TrimSpace(out)
+	}
+	id := timed("runp", "runp", f)
+	out, err := n.cri.crictl("inspectp", "-o", "json", id)
+	Expect(err).NotTo(HaveOccurred())
+	var st struct {
+		Status struct {
+			State   string
+			Network struct{ IP string }
+		}
+	}
+	Expect(json.Unmarshal([]byte(out), &st)).To(Succeed())
+	Expect(st.Status.State).To(Equal("SANDBOX_READY"))
+	Expect(st.Status.Network.IP).NotTo(BeEmpty(), "%s has no pod IP", n.plugin)
+	timed("stopp", "stopp", id)
+	timed("rmp", "rmp", id)
+}
+
+func sorted(d []time.Duration) []time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}
+
+func median(d []time.Duration) time.Duration {
+	s := sorted(d)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func p95(d []time.Duration) time.Duration {
+	s := sorted(d)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[(95*len(s)+99)/100-1]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,338 @@
+package cribench
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// cri is containerd running in a node: its own root, state, socket, CNI
+// dirs and config, so it shares nothing with a containerd the machine may
+// run, inside the node's network namespace and a private mount namespace.
+type cri struct {
+	dir          string
+	sock         string
+	crictlConf   string
+	cmd          *exec.Cmd
+	exited       chan struct{} // closed once cmd.Wait returned
+	log          *os.File
+	mntNS        string // containerd's mount namespace, "mnt:[inode]"
+	cgroupParent string // every pod's cgroups are under it
+}
+
+// hiddenDirs are paths containerd 1.6 writes with no setting to move them:
+// libcni's cache of each pod's ADD result, and the shims' sockets (s/) and
+// runc's state (runc/). In containerd's mount namespace a directory of
+// the node's is bind-mounted over each, so the machine's stay untouched
+// (only an empty mount point is made, and removed, where one is missing).
+var hiddenDirs = map[string]string{libcniDir: "cni-cache", "/run/containerd": "run"}
+
+const libcniDir = "/var/lib/cni"
+
+// conflist is the node's one network: vpc-cni alone, or ptp + host-local
+// (no portmap for either: the bench compares the two plugins); cniVersion
+// 1.0.0 is the newest containerd 1.6 accepts.
+func (n *node) conflist() string {
+	if n.plugin == "ptp" {
+		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"ptpnet","plugins":[
+  {"type":"ptp","ipMasq":false,"mtu":9001,"ipam":{"type":"host-local","subnet":"10.99.0.0/16",
+   "routes":[{"dst":"0.0.0.0/0"}],"dataDir":"%s"}}]}`, filepath.Join(n.dir, "host-local"))
+	}
+	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[
+  {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"1s",
+   "pluginLogFile":"%s","pluginLogLevel":"info"}]}`, n.sock, n.pluginLog)
+}
+
+// containerdConfig is the CRI setup that works here (RUNTIME-NOTES.md):
+// without restrict_oom_score_adj runc fails ("can't get final child's PID
+// from pipe: EOF": the process cannot lower oom_score_adj); AppArmor is not
+// available; pod namespaces are mounted under the node's state dir;
+// cgroupfs, since no systemd runs; the sandbox image is the local one, so
+// containerd never tries to pull.
+func (c *cri) config() string {
+	cri := `"io.containerd.grpc.v1.cri"`
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+[plugins.%s]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins.%s.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins.%s.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.%s.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins.%s.cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(c.dir, "opt"),
+		cri, pauseImage, cri, cri, cri, cri, binDir, filepath.Join(c.dir, "net.d"))
+}
+
+// startContainerd writes the CNI and containerd configs, starts containerd
+// in the node and imports the pause image. Its cleanup removes every pod,
+// stops containerd and its shims and removes the pods' cgroups.
+func (n *node) startContainerd() {
+	c := &cri{dir: filepath.Join(n.dir, "containerd")}
+	n.cri = c
+	c.sock = filepath.Join(c.dir, "containerd.sock")
+	b := make([]byte, 4)
+	rand.Read(b)
+	c.cgroupParent = "/vpccni-bench-" + hex.EncodeToString(b)
+	binds := map[string]string{}
+	for _, d := range []string{"net.d", "opt"} {
+		Expect(os.MkdirAll(filepath.Join(c.dir, d), 0o755)).To(Succeed())
+	}
+	for target, d := range hiddenDirs {
+		binds[target] = filepath.Join(c.dir, d)
+		Expect(os.MkdirAll(binds[target], 0o755)).To(Succeed())
+		if _, err := os.Stat(target); errors.Is(err, fs.ErrNotExist) {
+			Expect(os.MkdirAll(target, 0o755)).To(Succeed())
+			// Runs after containerd's cleanup; removes only an empty
+			// directory: someone else may have started using it.
+			DeferCleanup(os.Remove, target)
+		}
+	}
+	Expect(os.WriteFile(filepath.Join(c.dir, "net.d", "10-bench.conflist"), []byte(n.conflist()), 0o644)).To(Succeed())
+	conf := filepath.Join(c.dir, "config.toml")
+	Expect(os.WriteFile(conf, []byte(c.config()), 0o644)).To(Succeed())
+	// crictl reads /etc/crictl.yaml unless told otherwise.
+	c.crictlConf = filepath.Join(c.dir, "crictl.yaml")
+	Expect(os.WriteFile(c.crictlConf, []byte(fmt.Sprintf(
+		"runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\n", c.sock, c.sock)), 0o644)).To(Succeed())
+
+	prologue, err := mountPrologue(binds)
+	Expect(err).NotTo(HaveOccurred())
+	c.log, err = os.Create(filepath.Join(n.dir, "containerd.log"))
+	Expect(err).NotTo(HaveOccurred())
+	// `ip netns exec` enters the node's network namespace and a private
+	// mount namespace (mounts made there do not propagate back) with a
+	// sysfs of the node's; it unmounts the cgroup hierarchies with the old
+	// sysfs, so the prologue mounts them again, or runc fails with "no
+	// cgroup mount found in mountinfo". Everything containerd mounts (pod
+	// namespaces, rootfs overlays) lives and dies in that namespace.
+	c.cmd = exec.Command(tools.ip, "netns", "exec", n.ns.Name(), "sh", "-ec", prologue+`exec "$@"`, "sh",
+		tools.containerd, "--config", conf, "--log-level", "info")
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	Expect(c.cmd.Start()).To(Succeed())
+	c.exited = make(chan struct{})
+	go func() { c.cmd.Wait(); close(c.exited) }()
+	DeferCleanup(c.stop)
+
+	start := time.Now()
+	Eventually(func() error {
+		select {
+		case <-c.exited:
+			return StopTrying("containerd exited: " + c.cmd.ProcessState.String())
+		default:
+		}
+		out, err := c.crictl("info")
+		if err != nil {
+			return err
+		}
+		var info struct {
+			Status struct {
+				Conditions []struct {
+					Type   string
+					Status bool
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &info); err != nil {
+			return err
+		}
+		for _, cond := range info.Status.Conditions {
+			if !cond.Status {
+				return fmt.Errorf("containerd not ready: %s", out)
+			}
+		}
+		return nil
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed(), "containerd's CRI (log %s)", c.log.Name())
+	c.mntNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", c.cmd.Process.Pid))
+	Expect(err).NotTo(HaveOccurred())
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	Expect(c.mntNS).NotTo(Equal(self), "containerd must run in a mount namespace of its own")
+
+	out, err := exec.Command(tools.ctr, "--address", c.sock, "-n", "k8s.io", "images", "import", imageTar).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "ctr images import: %s", out)
+	fmt.Fprintf(GinkgoWriter, "containerd ready and pause image imported in %s\n", time.Since(start).Round(time.Millisecond))
+}
+
+// safeWord: what may go unquoted into the prologue.
+var safeWord = regexp.MustCompile(`^[A-Za-z0-9_=,./:+-]+$`)
+
+// mountPrologue is the shell that mounts, in containerd's mount namespace,
+// the cgroup hierarchies this process sees (read from its mountinfo, so
+// cgroup v1, v2 and hybrid machines all work), and the node's directories
+// over hiddenDirs (binds: mount point -> the node's directory).
+func mountPrologue(binds map[string]string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var sh strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 5 || len(fields) < sep+4 {
+			continue
+		}
+		mp, fstype, super := fields[4], fields[sep+1], fields[sep+3]
+		if mp != "/sys/fs/cgroup" && !strings.HasPrefix(mp, "/sys/fs/cgroup/") {
+			continue
+		}
+		if !safeWord.MatchString(mp) || !safeWord.MatchString(super) {
+			return "", fmt.Errorf("unexpected cgroup mount %q (%s)", mp, super)
+		}
+		switch fstype {
+		case "tmpfs":
+			fmt.Fprintf(&sh, "mount -t tmpfs -o mode=755 tmpfs %s\n", mp)
+		case "cgroup", "cgroup2":
+			fmt.Fprintf(&sh, "mkdir -p %s\nmount -t %s -o %s %s %s\n", mp, fstype, super, fstype, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if sh.Len() == 0 {
+		return "", errors.New("no cgroup hierarchy mounted under /sys/fs/cgroup")
+	}
+	// Links such as cpu -> cpu,cpuacct on some cgroup v1 machines.
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		target, err := os.Readlink(filepath.Join("/sys/fs/cgroup", e.Name()))
+		if err == nil && safeWord.MatchString(target) && safeWord.MatchString(e.Name()) {
+			fmt.Fprintf(&sh, "ln -s %s /sys/fs/cgroup/%s\n", target, e.Name())
+		}
+	}
+	for target, dir := range binds {
+		if !safeWord.MatchString(dir) || !safeWord.MatchString(target) {
+			return "", fmt.Errorf("unexpected path %q", dir)
+		}
+		fmt.Fprintf(&sh, "mount --bind %s %s\n", dir, target)
+	}
+	return sh.String(), nil
+}
+
+// crictl runs crictl against this containerd.
+func (c *cri) crictl(args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(tools.crictl, append([]string{"--config", c.crictlConf}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("crictl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// stop removes every pod (their DELs reach ipamd, which is still up),
+// stops containerd, then kills what may be left of its process tree: the
+// shims (in its mount namespace) and pause processes (in the pods'
+// cgroups), and removes those cgroups. Pass or fail.
+func (c *cri) stop() {
+	if CurrentSpecReport().Failed() {
+		dumpFile("containerd log", c.log.Name())
+	}
+	defer c.log.Close()
+	select {
+	case <-c.exited:
+	default:
+		if out, err := c.crictl("rmp", "--all", "--force"); err != nil {
+			fmt.Fprintf(GinkgoWriter, "cleanup: %v %s\n", err, out)
+		}
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.exited
+		}
+	}
+	var pids []int
+	if c.mntNS != "" {
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			pid, err := strconv.Atoi(p.Name())
+			if err != nil {
+				continue
+			}
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && ns == c.mntNS {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	groups := c.cgroupDirs()
+	for _, g := range groups {
+		b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	for _, pid := range pids {
+		fmt.Fprintf(GinkgoWriter, "cleanup: killing leftover process %d\n", pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// Deepest first: a cgroup with children cannot be removed.
+	slices.SortFunc(groups, func(a, b string) int { return len(b) - len(a) })
+	deadline := time.Now().Add(5 * time.Second)
+	for _, g := range groups {
+		for syscall.Rmdir(g) == syscall.EBUSY && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // its processes are still exiting
+		}
+	}
+}
+
+// cgroupDirs lists the pods' cgroups, in every hierarchy.
+func (c *cri) cgroupDirs() []string {
+	var out []string
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*" + c.cgroupParent)
+	roots = append(roots, "/sys/fs/cgroup"+c.cgroupParent)
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
