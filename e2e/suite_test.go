@@ -13,6 +13,8 @@
 package e2e
 
 import (
+	"github.com/vpccni/vpccni/internal/ociimage"
+
 	"fmt"
 	"os"
 	"os/exec"
@@ -118,6 +120,6 @@ var _ = BeforeSuite(func() {
 		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, out)
 	}
 	imageTar = filepath.Join(binDir, "pause-image.tar")
-	Expect(writeImageArchive(filepath.Join(binDir, "pause"), pauseImage, imageTar)).To(Succeed())
+	Expect(ociimage.WriteArchive(filepath.Join(binDir, "pause"), pauseImage, imageTar)).To(Succeed())
 	fmt.Fprintf(GinkgoWriter, "built the binaries and the pause image in %s\n", time.Since(start).Round(time.Millisecond))
 })

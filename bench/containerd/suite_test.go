@@ -11,6 +11,8 @@
 package cribench
 
 import (
+	"github.com/vpccni/vpccni/internal/ociimage"
+
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,6 +109,6 @@ var _ = BeforeSuite(func() {
 	b, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go install ptp host-local: %s", b)
 	imageTar = filepath.Join(binDir, "pause-image.tar")
-	Expect(writeImageArchive(filepath.Join(binDir, "pause"), pauseImage, imageTar)).To(Succeed())
+	Expect(ociimage.WriteArchive(filepath.Join(binDir, "pause"), pauseImage, imageTar)).To(Succeed())
 	fmt.Fprintf(GinkgoWriter, "containernetworking/plugins %s\n", v)
 })

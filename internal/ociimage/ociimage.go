@@ -1,4 +1,8 @@
-package e2e
+// Package ociimage packs a static binary as a one-layer OCI image layout
+// tarball that `ctr images import` reads: the containerd suites (e2e,
+// bench) need a sandbox ("pause") image and this machine reaches no
+// registry.
+package ociimage
 
 import (
 	"archive/tar"
@@ -34,12 +38,12 @@ type descriptor struct {
 // digests on every run.
 var epoch = time.Unix(0, 0).UTC()
 
-// writeImageArchive packs binary as /pause in an OCI image layout tarball
+// WriteArchive packs binary as /pause in an OCI image layout tarball
 // (oci-layout, index.json, blobs/sha256/…) that `ctr images import`
 // reads: one uncompressed layer, a config whose entrypoint is /pause, a
 // manifest, and an index naming the image by the annotation containerd
 // takes the image's name from.
-func writeImageArchive(binary, name, out string) error {
+func WriteArchive(binary, name, out string) error {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
 		return err
