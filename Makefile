@@ -12,7 +12,8 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
-        verify-generated deps clean image kind-up kind-load kind-down bench
+        verify-generated deps clean image kind-up kind-load kind-down bench \
+        mutants mutants-hand
 
 all: build
 
@@ -79,6 +80,23 @@ explore:
 ## replay: the main job — replay the whole scenario library on the model.
 replay:
 	$(GO) run ./scenarios/cmd/replay run scenarios/library/*.yaml
+
+## mutants-hand: the hand-chosen semantic mutants of mutants/hand.txt, each
+## applied to a temporary copy of the tree and tested by the packages it
+## names (two at a time); exits 1 if any survives. Not part of test.
+MUTANTS_FLAGS ?= -j 2
+mutants-hand:
+	$(GO) run ./mutants/cmd/mutants $(MUTANTS_FLAGS) -list mutants/hand.txt
+
+## mutants: gremlins over GREMLINS_PKGS (in a copy of the tree; JSON reports
+## in $(BIN)/mutants), then mutants-hand. Slow: not part of test.
+GREMLINS_VERSION ?= v0.6.0
+GREMLINS_PKGS    ?= ./plugin/driver,./ipamd/datastore,./ipamd/reconcile,./plugin
+mutants:
+	@status=0; \
+	$(GO) run ./mutants/cmd/mutants -gremlins $(GREMLINS_PKGS) -gremlins-version $(GREMLINS_VERSION) -gremlins-out $(BIN)/mutants || status=1; \
+	$(GO) run ./mutants/cmd/mutants $(MUTANTS_FLAGS) -list mutants/hand.txt || status=1; \
+	exit $$status
 
 ## fuzz: every fuzz target for FUZZTIME each, one `go test -fuzz` per target
 ## (go test fuzzes one target per package at a time); all run even when one
