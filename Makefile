@@ -44,7 +44,7 @@ integration:
 ## runc, iptables and crictl ($CRICTL or PATH), which .ci/run installs;
 ## without them it skips, or fails under CI=true.
 e2e:
-	$(GINKGO) -v --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
+	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
 
 ## bench: ADD/DEL latency of vpc-cni (with ipamd --cloud memory) beside
 ## ptp + host-local (the containernetworking/plugins of go.mod), interleaved,
@@ -67,7 +67,7 @@ bench:
 	  github.com/containernetworking/plugins/plugins/ipam/host-local@$(CNI_PLUGINS_VERSION)
 	$(GO) build -o $(BIN)/bench/cnibench ./bench/cmd/cnibench
 	$(BIN)/bench/cnibench -bin $(BIN)/bench $(BENCH_FLAGS)
-	BENCH_CRI_RUNS=$(BENCH_CRI_RUNS) $(GINKGO) ./bench/containerd
+	BENCH_CRI_RUNS=$(BENCH_CRI_RUNS) $(GINKGO) -v --label-filter=bench ./e2e
 
 ## explore: the whole fault space of the eviction template (every failpoint
 ## it reaches x occurrence x crash/error/hang x mode x policy x checkpoint

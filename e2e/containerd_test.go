@@ -47,8 +47,15 @@ var hiddenDirs = map[string]string{libcniDir: "cni-cache", "/run/containerd": "r
 const libcniDir = "/var/lib/cni"
 
 // conflist chains vpc-cni with portmap, as the reference's 10-aws.conflist
-// does; cniVersion 1.0.0 is the newest containerd 1.6 accepts.
+// does; cniVersion 1.0.0 is the newest containerd 1.6 accepts. A "ptp" node
+// (the bench's) has ptp + host-local alone, without NAT, as vpc-cni makes
+// none either.
 func (n *node) conflist() string {
+	if n.plugin == "ptp" {
+		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"ptpnet","plugins":[
+  {"type":"ptp","ipMasq":false,"mtu":9001,"ipam":{"type":"host-local","subnet":"10.99.0.0/16",
+   "routes":[{"dst":"0.0.0.0/0"}],"dataDir":"%s"}}]}`, filepath.Join(n.dir, "host-local"))
+	}
 	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
    "pluginLogFile":"%s","pluginLogLevel":"debug"},

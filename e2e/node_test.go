@@ -37,6 +37,7 @@ type node struct {
 	instanceType string
 	ipamdArgs    []string
 	cri          *cri
+	plugin       string // containerd's network: "vpc-cni" or "ptp"
 }
 
 func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
@@ -44,9 +45,17 @@ func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect
 
 // newNode builds the node namespace (ENIs eth0 and eth1: veth pairs, since
 // this kernel has no dummy links, with their peers beside them so they
-// have carrier), starts ipamd and containerd in it.
+// have carrier), starts ipamd and containerd in it; containerd's network
+// is vpc-cni chained with portmap.
 func newNode(instanceType string, ipamdArgs ...string) *node {
-	n := &node{}
+	return newNodeFor("vpc-cni", instanceType, ipamdArgs...)
+}
+
+// newNodeFor is newNode with containerd's network given: "vpc-cni", or
+// "ptp" (ptp + host-local, the bench's comparison; ipamd runs all the same
+// so both nodes carry the same load).
+func newNodeFor(plugin, instanceType string, ipamdArgs ...string) *node {
+	n := &node{plugin: plugin}
 	var err error
 	n.ns, err = testns.New("vpccni-e2e-node")
 	Expect(err).NotTo(HaveOccurred())
