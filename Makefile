@@ -77,9 +77,11 @@ EXPLORE_FLAGS ?= --no-shrink
 explore:
 	$(GO) run ./scenarios/cmd/replay explore $(EXPLORE_FLAGS) scenarios/library/autoscaler-evicts-aws-node.yaml
 
-## replay: the main job — replay the whole scenario library on the model.
+## replay: the main job — replay the whole scenario library on the model,
+## then the recorded journals (a real-kernel recording of #2048).
 replay:
 	$(GO) run ./scenarios/cmd/replay run scenarios/library/*.yaml
+	$(GO) run ./scenarios/cmd/replay journal --quiet scenarios/library/journals/*.jsonl
 
 ## mutants-hand: the hand-chosen semantic mutants of mutants/hand.txt, each
 ## applied to a temporary copy of the tree and tested by the packages it
@@ -107,7 +109,8 @@ FUZZTIME ?= 10s
 # the scenario library's 2 KB seeds use up a short run doing only that.
 FUZZMINIMIZETIME ?= 2s
 FUZZ_TARGETS = ./plugin:FuzzLoadNetConf ./plugin:FuzzLoadK8sArgs ./plugin:FuzzDecodeCleanupState \
-	./scenarios/spec:FuzzParse ./ipamd:FuzzHandlers ./ipamd/datastore:FuzzStore ./ipamd/checkpoint:FuzzRead
+	./scenarios/spec:FuzzParse ./ipamd:FuzzHandlers ./ipamd/datastore:FuzzStore ./ipamd/checkpoint:FuzzRead \
+	./plugin/journal:FuzzRead ./scenarios/playback:FuzzPlay
 fuzz:
 	@failed=""; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -755,7 +755,7 @@ func checkConflistAgainstDaemonSet(b *bundle) error {
 	if conf.PluginLogFile != "" {
 		dir := path.Dir(conf.PluginLogFile)
 		if !b.podCreates(dir) {
-			errs = append(errs, fmt.Errorf("pluginLogFile %s: no mounted hostPath volume (DirectoryOrCreate) makes %s on the node, and the plugin fails every verb when it cannot open its log", conf.PluginLogFile, dir))
+			errs = append(errs, fmt.Errorf("pluginLogFile %s: no mounted hostPath volume (DirectoryOrCreate) makes %s on the node, and without it the plugin logs only warnings, to the runtime's stderr", conf.PluginLogFile, dir))
 		}
 	}
 	return errors.Join(errs...)

@@ -17,8 +17,7 @@ import (
 
 // list11 is the node's network at CNI 1.1.0, the version with GC and STATUS.
 func (n *node) list11() *libcni.NetworkConfigList {
-	l, err := netConfList(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, n.sock, n.logFile))
+	l, err := netConfList(n.conf11("aws-cni"))
 	Expect(err).NotTo(HaveOccurred())
 	return l
 }
@@ -30,11 +29,13 @@ var _ = Describe("CNI 1.1 GC and STATUS through libcni", Label("ipv4", "real-ker
 		keep, stale := n.newPod("web-0"), n.newPod("web-1")
 		var keepIP, staleIP = podAddr(n.add(keep)), podAddr(n.add(stale))
 		// web-1's sandbox vanished without a DEL (a runtime crash): its
-		// namespace goes, and with it the veth pair and its route (the test
-		// still holds the namespace, so the veth is deleted by hand); its
-		// rules stay, ipamd still holds its address.
-		Expect(stale.netns.Close()).To(Succeed())
+		// namespace goes, and with it the veth pair and its route; its
+		// rules stay, ipamd still holds its address. The veth is deleted
+		// by hand first: the kernel frees a closed namespace (and its
+		// links) whenever it gets to it, so deleting it after the Close
+		// raced that and sometimes found no such device.
 		Expect(n.host.LinkDel(naming.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
+		Expect(stale.netns.Close()).To(Succeed())
 		// The runtime lost its record of it too (libcni would otherwise DEL
 		// the cached attachment itself before asking the plugin): only the
 		// plugin's GC, through ipamd's allocations, can find it.

@@ -20,10 +20,10 @@ const (
 	ReasonSetupNSFailed = "SetupNSFailed"
 )
 
-// Add gives the pod an address from ipamd and builds its network. If any
+// add gives the pod an address from ipamd and builds its network. If any
 // kernel step fails, Add removes what it made and returns the address; the
 // result, in the netconf's CNI version, carries the cleanup state.
-func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
+func (p *Plugin) add(args *skel.CmdArgs) (types.Result, error) {
 	inv, err := p.begin(args, "ADD")
 	if err != nil {
 		return nil, err

@@ -8,10 +8,10 @@ import (
 // ErrCheckFailed: CHECK found the pod's network not as ADD left it.
 const ErrCheckFailed uint = 104
 
-// Check is CNI CHECK: every kernel object the prevResult records must still
+// check is CNI CHECK: every kernel object the prevResult records must still
 // be there, on the node and in the pod. It changes nothing; the error
 // names each missing object.
-func (p *Plugin) Check(args *skel.CmdArgs) error {
+func (p *Plugin) check(args *skel.CmdArgs) error {
 	inv, err := p.begin(args, "CHECK")
 	if err != nil {
 		return err

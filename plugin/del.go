@@ -90,7 +90,7 @@ func (p *Plugin) PodFromDelReply(r *DelRequest, reply *rpc.DelNetworkReply) (*dr
 // Driver is the plugin's driver (for the harness's policies).
 func (p *Plugin) Driver() driver.Networker { return p.env.Driver }
 
-// Del is vpccni's delete flow (DESIGN.md "The delete flow"):
+// del is vpccni's delete flow (DESIGN.md "The delete flow"):
 //
 //   - With a prevResult, tear the pod down from it first, then ask ipamd to
 //     release. Tearing down first means the address is never back in the
@@ -102,7 +102,7 @@ func (p *Plugin) Driver() driver.Networker { return p.env.Driver }
 //   - No ipamd outcome ever stops a teardown; an address ipamd missed is
 //     ipamd's to reclaim.
 //   - Success means nothing of the pod that the plugin can know of is left.
-func (p *Plugin) Del(args *skel.CmdArgs) error {
+func (p *Plugin) del(args *skel.CmdArgs) error {
 	r, err := p.PrepareDel(args)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -36,10 +37,10 @@ func dialInventory(target string) (rpc.InventoryClient, healthpb.HealthClient, i
 	return rpc.NewInventoryClient(conn), healthpb.NewHealthClient(conn), conn, nil
 }
 
-// Status is CNI STATUS (1.1): ready when ipamd answers its health check
+// status is CNI STATUS (1.1): ready when ipamd answers its health check
 // and has an address to give a new pod. The error says which it lacks
 // (code 50, the plugin cannot serve ADD now).
-func (p *Plugin) Status(args *skel.CmdArgs) error {
+func (p *Plugin) status(args *skel.CmdArgs) error {
 	conf, err := LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -73,12 +74,12 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	return nil
 }
 
-// GC is CNI GC (1.1): every attachment of this network ipamd holds an
+// gc is CNI GC (1.1): every attachment of this network ipamd holds an
 // address for that is not among the runtime's valid attachments is torn
 // down (only objects the ownership checks prove are its own) and its
 // address given back. Allocations rebuilt from the kernel after a lost
 // checkpoint name no sandbox and are left to ipamd's reconciler.
-func (p *Plugin) GC(args *skel.CmdArgs) error {
+func (p *Plugin) gc(args *skel.CmdArgs) error {
 	conf, err := LoadNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -142,8 +143,16 @@ func (p *Plugin) collect(host kernel.API, conf *NetConf, a *rpc.Allocation) erro
 	}
 	// The pod's namespace is the runtime's and gone: only the node side.
 	// The ownership checks leave the rules of an address that moved on.
-	if _, err := p.env.Driver.Teardown(host, nil, pod); err != nil {
+	rep, err := p.env.Driver.Teardown(host, nil, pod)
+	if err != nil {
 		return err
+	}
+	if len(rep.Skipped) > 0 {
+		// The kernel routes the address to another veth: a pod the runtime
+		// did not list as valid (or one ipamd's record is stale about)
+		// uses it. Releasing it would let ipamd give a live pod's address
+		// to a new one.
+		return fmt.Errorf("%s not released: %s", ip, strings.Join(rep.Skipped, "; "))
 	}
 	client, closer, err := p.env.Dial(conf.IpamdAddress)
 	if err != nil {

@@ -50,24 +50,35 @@ func openLog(path, level string) (*slog.Logger, io.Closer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	f, err := openAppend("pluginLogFile", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: lvl})), f, nil
+}
+
+// openAppend opens a file the plugin appends to (its log, its journal)
+// with the care openLog describes; field names the netconf field in
+// errors.
+func openAppend(field, path string) (*os.File, error) {
 	if !filepath.IsAbs(path) {
-		return nil, nil, fmt.Errorf("pluginLogFile %q is not an absolute path (it would depend on the runtime's working directory)", path)
+		return nil, fmt.Errorf("%s %q is not an absolute path (it would depend on the runtime's working directory)", field, path)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		// ELOOP is what O_NOFOLLOW gives for a final symlink; say so plainly.
 		if errors.Is(err, syscall.ELOOP) {
 			if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-				return nil, nil, fmt.Errorf("pluginLogFile %s %w", path, errLogSymlink)
+				return nil, fmt.Errorf("%s %s %w", field, path, errLogSymlink)
 			}
 		}
-		return nil, nil, fmt.Errorf("open pluginLogFile: %w", err)
+		return nil, fmt.Errorf("open %s: %w", field, err)
 	}
 	if err := checkLogFile(f); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("pluginLogFile %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", field, path, err)
 	}
-	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: lvl})), f, nil
+	return f, nil
 }
 
 // checkLogFile checks what was opened (not the path, which may have

@@ -43,6 +43,9 @@ type NetConf struct {
 	PluginLogLevel     string `json:"pluginLogLevel,omitempty"`
 	IpamdAddress       string `json:"ipamdAddress,omitempty"`
 	IpamdTimeout       string `json:"ipamdTimeout,omitempty"`
+	// JournalFile, when set, gets one JSON line per invocation
+	// (plugin/journal); read by journaled before the verb parses the rest.
+	JournalFile string `json:"journalFile,omitempty"`
 
 	// Parsed values.
 	mtu     int

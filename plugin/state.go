@@ -8,6 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/types/create"
 
 	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
@@ -77,6 +78,17 @@ func encodeResult(pod driver.Pod, netns string, device int, podNS, podName strin
 
 func hostIPNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// DecodeResult reads the cleanup state out of a result as the plugin
+// printed it (a journal's ADD result, a runtime's cached result), with the
+// same checks as a DEL's prevResult.
+func DecodeResult(raw []byte, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
+	res, err := create.CreateFromBytes(raw)
+	if err != nil {
+		return nil, badPrev("cannot parse the result: %v", err)
+	}
+	return decodeCleanupState(res, ifName, podNS, podName, vethPrefix)
 }
 
 // decodeCleanupState reads the cleanup state out of a prevResult. It never

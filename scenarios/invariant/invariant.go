@@ -72,6 +72,9 @@ type World struct {
 	Node    kernel.API // the node namespace
 	Live    []Pod
 	Deleted []Pod
+	// Pending are pods whose ADD or DEL failed last: the runtime retries
+	// their DEL, so their objects are neither required nor a leak yet.
+	Pending []Pod
 	// Remote holds the addresses now owned by pods on other nodes.
 	Remote map[netip.Addr]string
 	// NamespaceExists tells whether a pod namespace is still there.
@@ -167,8 +170,11 @@ func toAddr(n *net.IPNet) (netip.Addr, bool) {
 // live pod; every live pod must have all of its own.
 func checkNodeObjects(w World) ([]Violation, error) {
 	var out []Violation
+	// live explains objects: a pending pod's are accounted for, but only
+	// live pods must have theirs.
+	explained := append(append([]Pod{}, w.Live...), w.Pending...)
 	live := map[netip.Addr]Pod{}
-	for _, p := range w.Live {
+	for _, p := range explained {
 		live[p.IP] = p
 	}
 	rules, err := w.Node.RuleList(kernel.FamilyAll)
@@ -178,7 +184,7 @@ func checkNodeObjects(w World) ([]Violation, error) {
 	have512, have1536 := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	// Strict branch pods own two iif rules: their VLAN's and their veth's.
 	iifOwner, haveIIF := map[string]Pod{}, map[string]bool{}
-	for _, p := range w.Live {
+	for _, p := range explained {
 		if p.VlanID != 0 && p.Strict {
 			iifOwner[p.vlanLink()], iifOwner[p.HostVeth] = p, p
 		}
@@ -213,7 +219,7 @@ func checkNodeObjects(w World) ([]Violation, error) {
 	}
 	byIndex := map[int]kernel.Link{}
 	vethOf := map[string]bool{}
-	for _, p := range w.Live {
+	for _, p := range explained {
 		vethOf[p.HostVeth] = true
 		if p.VlanID != 0 {
 			vethOf[p.vlanLink()] = true

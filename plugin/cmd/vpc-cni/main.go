@@ -64,6 +64,12 @@ Network configuration fields:
   ipamdAddress        unix:///path (default unix:///var/run/aws-node/ipamd.sock)
                       or a loopback IP:port (127.0.0.1:50051, [::1]:50051)
   ipamdTimeout        deadline of each call to ipamd (default "5s")
+  journalFile         append one JSON line per invocation here (verb, CNI
+                      environment, stdin, result or error, duration, every
+                      ipamd call with its answer), mode 0600, never through a
+                      symlink; stops at 64 MiB. Replay it on the kernel model
+                      with "replay journal FILE". A journal that cannot be
+                      written is a warning on stderr, never an error.
 
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
 config or prevResult, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on

@@ -30,6 +30,7 @@ func usage(w io.Writer) {
 Usage:
   replay run [flags] FILE...
   replay explore [flags] TEMPLATE    (replay explore --help)
+  replay journal [flags] FILE...     (replay journal --help)
   replay failpoints
 
 Each scenario file describes a node, its pods and a timeline (add, delete,
@@ -78,8 +79,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExplore(args[1:], stdout, stderr)
 	case "failpoints":
 		return runFailpoints(stdout)
+	case "journal":
+		return runJournal(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "replay: unknown command %q (try: replay run FILE...; replay explore TEMPLATE; replay --help)\n", args[0])
+		fmt.Fprintf(stderr, "replay: unknown command %q (try: replay run FILE...; replay explore TEMPLATE; replay journal FILE...; replay --help)\n", args[0])
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("replay run", flag.ContinueOnError)

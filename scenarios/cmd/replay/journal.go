@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/vpccni/vpccni/plugin/journal"
+	"github.com/vpccni/vpccni/scenarios/playback"
+	"github.com/vpccni/vpccni/scenarios/policy"
+	"github.com/vpccni/vpccni/scenarios/report"
+)
+
+const journalUsage = `Usage:
+  replay journal [flags] FILE...
+
+journal replays a vpc-cni invocation journal on the kernel model. A
+journal is what vpc-cni appends to the file its network configuration
+names in "journalFile": one JSON line per ADD, DEL, CHECK, GC and STATUS,
+with the CNI environment, stdin (with the prevResult), the result or the
+CNI error, the duration, and every call to ipamd with its answer.
+
+Each invocation runs again through the plugin's own code on a model node,
+with ipamd's recorded answers, and with each pod namespace present or gone
+as the recorded invocation found it. replay prints each invocation with
+what was recorded and what the replay did, and its kernel diff; then the
+pods (live, deleted, pending: a failed ADD or DEL the runtime retries),
+ipamd's accounting (addresses assigned, released, still held), the kernel
+objects the journal's invocations left, and the verdict: LEAK (an object
+of a deleted pod remains), BROKEN (a live pod lacks one), MISROUTE (traffic
+to a live pod does not reach it), DOUBLE-ASSIGN, IPAM (ipamd released a
+live pod's address), DIVERGED (vpccni's flow did not do what the journal
+recorded: the model and the recording node disagree, or the code changed),
+or clean.
+
+The replay writes nothing but its output: the journal's pluginLogFile and
+journalFile are dropped from each stdin. Nothing outside the process is
+touched; no root is needed.
+
+Flags:
+  --policy NAME   run each DEL with this delete policy (default: default,
+                  vpccni's flow); a legacy policy shows what the reference's
+                  DEL would have done with the same calls and ipamd answers
+                  (divergences are then expected; the verdict is the
+                  invariants')
+  --json FILE     also write the reports as JSON to FILE ("-": stdout, which
+                  then carries only the JSON)
+  --quiet         leave out each invocation's kernel diff
+  --verbose       include the plugin's log (stderr)
+
+Exit status: 0 when every journal replays clean, 1 when one does not, 2
+for a bad flag or a journal that cannot be read (the line is named).
+`
+
+func runJournal(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay journal", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, journalUsage) }
+	pol := fs.String("policy", "default", "")
+	jsonOut := fs.String("json", "", "")
+	quiet := fs.Bool("quiet", false, "")
+	verbose := fs.Bool("verbose", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, journalUsage)
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "replay journal: no journal file given (replay journal --help)")
+		return exitUsage
+	}
+	p, err := policy.ByName(*pol)
+	if err != nil {
+		fmt.Fprintln(stderr, "replay journal:", err)
+		return exitUsage
+	}
+	opt := playback.Options{Policy: p}
+	if *verbose {
+		opt.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	text := stdout
+	if *jsonOut == "-" {
+		text = io.Discard
+	}
+	var reports []*playback.Report
+	for _, file := range fs.Args() {
+		entries, err := readJournal(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay journal: %s: %v\n", file, err)
+			return exitUsage
+		}
+		r, err := playback.Play(entries, opt)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay journal: %s: %v\n", file, err)
+			return exitUsage
+		}
+		report.Journal(text, file, r, *quiet)
+		reports = append(reports, r)
+	}
+	if *jsonOut != "" {
+		if err := writeJournalJSON(*jsonOut, stdout, fs.Args(), reports); err != nil {
+			fmt.Fprintln(stderr, "replay journal:", err)
+			return exitUsage
+		}
+	}
+	for _, r := range reports {
+		if r.Verdict() != "clean" {
+			return exitMismatch
+		}
+	}
+	return exitOK
+}
+
+func readJournal(file string) ([]journal.Entry, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	es, err := journal.Read(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return nil, errors.New("the journal has no entries")
+	}
+	return es, nil
+}
+
+func writeJournalJSON(path string, stdout io.Writer, files []string, rs []*playback.Report) error {
+	if path == "-" {
+		return report.JournalJSON(stdout, files, rs)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.JournalJSON(f, files, rs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

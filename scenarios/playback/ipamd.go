@@ -1,0 +1,148 @@
+package playback
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/plugin/journal"
+)
+
+// recordedIpamd answers one invocation's calls with the answers the
+// journal recorded for it, in order: the replay depends on what ipamd
+// said, not on an ipamd that would have to be in the same state as the
+// node's was. A call the journal has no answer for (another method, or
+// one more than recorded) is a divergence and gets Unavailable, which
+// every flow survives.
+type recordedIpamd struct {
+	calls []journal.Call
+	next  int
+	// made lists what the replay called, for the step's report.
+	made []string
+	// diverged says how the replay's calls differ from the journal's.
+	diverged []string
+	// observe sees each call answered from the journal (reply nil and the
+	// code when the answer was an error), for the IP accounting.
+	observe func(method string, req, reply proto.Message, code codes.Code)
+}
+
+var errNoAnswer = status.Error(codes.Unavailable, "playback: the journal has no answer for this call")
+
+// answer fills reply with the next recorded answer for method, or returns
+// its error.
+func (r *recordedIpamd) answer(method string, req, reply proto.Message) error {
+	if r.next >= len(r.calls) {
+		r.diverged = append(r.diverged, fmt.Sprintf("the replay called %s; the journal records no more calls", method))
+		r.made = append(r.made, method+" (no answer recorded)")
+		return errNoAnswer
+	}
+	c := r.calls[r.next]
+	if c.Method != method {
+		r.diverged = append(r.diverged, fmt.Sprintf("the replay called %s where the journal records %s", method, c.Method))
+		r.made = append(r.made, method+" (no answer recorded)")
+		return errNoAnswer
+	}
+	r.next++
+	r.made = append(r.made, method+" "+c.Outcome)
+	if c.Code != "" {
+		r.observe(method, req, nil, codeOf(c.Code))
+		return status.Error(codeOf(c.Code), c.Error)
+	}
+	if err := protojson.Unmarshal(c.Reply, reply); err != nil {
+		return status.Error(codes.Internal, fmt.Sprintf("playback: the journal's %s reply does not decode: %v", method, err))
+	}
+	r.observe(method, req, reply, codes.OK)
+	return nil
+}
+
+// unanswered reports the recorded calls the replay did not make.
+func (r *recordedIpamd) finish() {
+	for _, c := range r.calls[r.next:] {
+		r.diverged = append(r.diverged, fmt.Sprintf("the journal records %s (%s), which the replay did not call", c.Method, c.Outcome))
+	}
+}
+
+// codeOf parses a gRPC code as codes.Code.String() writes it.
+func codeOf(name string) codes.Code {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == name {
+			return c
+		}
+	}
+	return codes.Unknown
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+func (r *recordedIpamd) dial(string) (rpc.CNIBackendClient, io.Closer, error) {
+	return backend{r}, nopCloser{}, nil
+}
+
+func (r *recordedIpamd) dialInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	return inventory{r}, health{r}, nopCloser{}, nil
+}
+
+type backend struct{ r *recordedIpamd }
+
+func (b backend) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+	out := &rpc.AddNetworkReply{}
+	if err := b.r.answer("AddNetwork", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (b backend) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+	out := &rpc.DelNetworkReply{}
+	if err := b.r.answer("DelNetwork", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type inventory struct{ r *recordedIpamd }
+
+func (i inventory) ListAllocations(_ context.Context, in *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+	out := &rpc.ListAllocationsReply{}
+	if err := i.r.answer("ListAllocations", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (i inventory) PoolStatus(_ context.Context, in *rpc.PoolStatusRequest, _ ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
+	out := &rpc.PoolStatusReply{}
+	if err := i.r.answer("PoolStatus", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type health struct{ r *recordedIpamd }
+
+func (h health) Check(_ context.Context, in *healthpb.HealthCheckRequest, _ ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
+	out := &healthpb.HealthCheckResponse{}
+	if err := h.r.answer("Check", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// The plugin calls neither; the journal never records them.
+func (health) List(context.Context, *healthpb.HealthListRequest, ...grpc.CallOption) (*healthpb.HealthListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "playback: Health.List is not recorded")
+}
+
+func (health) Watch(context.Context, *healthpb.HealthCheckRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[healthpb.HealthCheckResponse], error) {
+	return nil, status.Error(codes.Unimplemented, "playback: Health.Watch is not recorded")
+}
