@@ -204,23 +204,25 @@ func (o recOpener) Open(path string) (kernel.API, error) {
 	return h, err
 }
 
+// record times one call and records it.
+func record[Q, P proto.Message](r *recorder, method string, in Q, call func() (P, error)) (P, error) {
+	start := time.Now()
+	out, err := call()
+	r.call(method, in, out, err, start)
+	return out, err
+}
+
 type recBackend struct {
 	rpc.CNIBackendClient
 	r *recorder
 }
 
 func (b recBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest, opts ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
-	start := time.Now()
-	out, err := b.CNIBackendClient.AddNetwork(ctx, in, opts...)
-	b.r.call("AddNetwork", in, out, err, start)
-	return out, err
+	return record(b.r, "AddNetwork", in, func() (*rpc.AddNetworkReply, error) { return b.CNIBackendClient.AddNetwork(ctx, in, opts...) })
 }
 
 func (b recBackend) DelNetwork(ctx context.Context, in *rpc.DelNetworkRequest, opts ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
-	start := time.Now()
-	out, err := b.CNIBackendClient.DelNetwork(ctx, in, opts...)
-	b.r.call("DelNetwork", in, out, err, start)
-	return out, err
+	return record(b.r, "DelNetwork", in, func() (*rpc.DelNetworkReply, error) { return b.CNIBackendClient.DelNetwork(ctx, in, opts...) })
 }
 
 type recInventory struct {
@@ -229,17 +231,11 @@ type recInventory struct {
 }
 
 func (c recInventory) ListAllocations(ctx context.Context, in *rpc.ListAllocationsRequest, opts ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
-	start := time.Now()
-	out, err := c.InventoryClient.ListAllocations(ctx, in, opts...)
-	c.r.call("ListAllocations", in, out, err, start)
-	return out, err
+	return record(c.r, "ListAllocations", in, func() (*rpc.ListAllocationsReply, error) { return c.InventoryClient.ListAllocations(ctx, in, opts...) })
 }
 
 func (c recInventory) PoolStatus(ctx context.Context, in *rpc.PoolStatusRequest, opts ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
-	start := time.Now()
-	out, err := c.InventoryClient.PoolStatus(ctx, in, opts...)
-	c.r.call("PoolStatus", in, out, err, start)
-	return out, err
+	return record(c.r, "PoolStatus", in, func() (*rpc.PoolStatusReply, error) { return c.InventoryClient.PoolStatus(ctx, in, opts...) })
 }
 
 type recHealth struct {
@@ -248,8 +244,5 @@ type recHealth struct {
 }
 
 func (h recHealth) Check(ctx context.Context, in *healthpb.HealthCheckRequest, opts ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
-	start := time.Now()
-	out, err := h.HealthClient.Check(ctx, in, opts...)
-	h.r.call("Check", in, out, err, start)
-	return out, err
+	return record(h.r, "Check", in, func() (*healthpb.HealthCheckResponse, error) { return h.HealthClient.Check(ctx, in, opts...) })
 }

@@ -92,50 +92,39 @@ func (r *recordedIpamd) dialInventory(string) (rpc.InventoryClient, healthpb.Hea
 	return inventory{r}, health{r}, nopCloser{}, nil
 }
 
-type backend struct{ r *recordedIpamd }
-
-func (b backend) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
-	out := &rpc.AddNetworkReply{}
-	if err := b.r.answer("AddNetwork", in, out); err != nil {
-		return nil, err
+// answerAs answers one call into out.
+func answerAs[P proto.Message](r *recordedIpamd, method string, in proto.Message, out P) (P, error) {
+	if err := r.answer(method, in, out); err != nil {
+		var none P
+		return none, err
 	}
 	return out, nil
 }
 
+type backend struct{ r *recordedIpamd }
+
+func (b backend) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+	return answerAs(b.r, "AddNetwork", in, &rpc.AddNetworkReply{})
+}
+
 func (b backend) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
-	out := &rpc.DelNetworkReply{}
-	if err := b.r.answer("DelNetwork", in, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return answerAs(b.r, "DelNetwork", in, &rpc.DelNetworkReply{})
 }
 
 type inventory struct{ r *recordedIpamd }
 
 func (i inventory) ListAllocations(_ context.Context, in *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
-	out := &rpc.ListAllocationsReply{}
-	if err := i.r.answer("ListAllocations", in, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return answerAs(i.r, "ListAllocations", in, &rpc.ListAllocationsReply{})
 }
 
 func (i inventory) PoolStatus(_ context.Context, in *rpc.PoolStatusRequest, _ ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
-	out := &rpc.PoolStatusReply{}
-	if err := i.r.answer("PoolStatus", in, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return answerAs(i.r, "PoolStatus", in, &rpc.PoolStatusReply{})
 }
 
 type health struct{ r *recordedIpamd }
 
 func (h health) Check(_ context.Context, in *healthpb.HealthCheckRequest, _ ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
-	out := &healthpb.HealthCheckResponse{}
-	if err := h.r.answer("Check", in, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return answerAs(h.r, "Check", in, &healthpb.HealthCheckResponse{})
 }
 
 // The plugin calls neither; the journal never records them.

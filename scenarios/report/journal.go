@@ -36,15 +36,7 @@ func Journal(w io.Writer, file string, r *playback.Report, quiet bool) {
 		if quiet {
 			continue
 		}
-		for _, n := range s.Notes {
-			fmt.Fprintf(w, "           . %s\n", n)
-		}
-		for _, a := range s.Added {
-			fmt.Fprintf(w, "           + %s\n", a)
-		}
-		for _, d := range s.Removed {
-			fmt.Fprintf(w, "           - %s\n", d)
-		}
+		changes(w, s.Notes, s.Added, s.Removed)
 	}
 	fmt.Fprintf(w, "  pods:\n")
 	for _, p := range r.Pods {

@@ -21,15 +21,7 @@ func Timeline(w io.Writer, r *engine.Result) {
 	fmt.Fprintf(w, "=== %s  mode=%s  policy=%s\n", title, r.Mode, r.Policy)
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "  t=%-6s %s\n", s.At, s.Event)
-		for _, n := range s.Notes {
-			fmt.Fprintf(w, "           . %s\n", n)
-		}
-		for _, a := range s.Added {
-			fmt.Fprintf(w, "           + %s\n", a)
-		}
-		for _, d := range s.Removed {
-			fmt.Fprintf(w, "           - %s\n", d)
-		}
+		changes(w, s.Notes, s.Added, s.Removed)
 	}
 	if len(r.Violations) == 0 {
 		fmt.Fprintf(w, "  verdict: clean\n")
@@ -40,6 +32,19 @@ func Timeline(w io.Writer, r *engine.Result) {
 		}
 	}
 	fmt.Fprintf(w, "  expected %s: %s\n\n", r.Expected, okWord(r.Match))
+}
+
+// changes writes a step's notes and kernel diff.
+func changes(w io.Writer, notes, added, removed []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "           . %s\n", n)
+	}
+	for _, a := range added {
+		fmt.Fprintf(w, "           + %s\n", a)
+	}
+	for _, d := range removed {
+		fmt.Fprintf(w, "           - %s\n", d)
+	}
 }
 
 func okWord(ok bool) string {
