@@ -313,13 +313,19 @@ func checkRouting(w World) ([]Violation, error) {
 		// A strict branch pod is reached only from its VLAN.
 		q := kernel.RouteQuery{Dst: net.IP(p.IP.AsSlice())}
 		if !p.hostRouted() {
-			// An input lookup needs the packet's source: a client off the VPC.
+			// An input lookup needs the packet's source: a client off the
+			// VPC (a documentation address when the world names none).
 			q.IifName = p.vlanLink()
+			client := netip.MustParseAddr("198.51.100.7")
+			if p.IP.Is6() {
+				client = netip.MustParseAddr("2001:db8:ffff::7")
+			}
 			for _, a := range w.OffVPC {
 				if a.Is4() == p.IP.Is4() {
-					q.Src = net.IP(a.AsSlice())
+					client = a
 				}
 			}
+			q.Src = net.IP(client.AsSlice())
 		}
 		res, err := w.Node.RouteGet(q)
 		if err != nil || res.LinkName != p.HostVeth {

@@ -113,6 +113,9 @@ func Play(entries []journal.Entry, opt Options) (*Report, error) {
 	if err := plugTrunks(k, entries); err != nil {
 		return nil, err
 	}
+	if err := forwarding(k); err != nil {
+		return nil, err
+	}
 	pb := &player{k: k, pol: pol, log: log, pods: newPods(), base: map[string]kernel.State{},
 		rep: &Report{Policy: pol.Name(), Left: map[string][]string{}}}
 	if err := pb.baseline(NodeNS); err != nil {
@@ -177,6 +180,22 @@ func plugTrunks(k *model.Kernel, entries []journal.Entry) error {
 		}
 		if err := h.LinkSetUp(name); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// forwarding turns on what a node has on (the OS for IPv4, ipamd for
+// IPv6), so the invariants' lookups route through it.
+func forwarding(k *model.Kernel) error {
+	h, err := k.Open(NodeNS)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, key := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+		if err := h.SysctlSet(key, "1"); err != nil {
+			return fmt.Errorf("node sysctl %s: %w", key, err)
 		}
 	}
 	return nil

@@ -72,6 +72,8 @@ type recording struct {
 	path    string
 	base    kernel.State
 	results map[string][]byte
+	// extra netconf fields
+	extra map[string]any
 }
 
 func newRecording(t testing.TB) *recording {
@@ -80,10 +82,14 @@ func newRecording(t testing.TB) *recording {
 	if err := r.k.AddNamespace(NodeNS); err != nil {
 		t.Fatal(err)
 	}
-	r.p = plugin.New(plugin.Env{Kernel: r.k.Opener(NodeNS), Version: "test",
-		Dial: func(string) (rpc.CNIBackendClient, io.Closer, error) { return r.ipamd, nop{}, nil }})
+	r.setBackend(r.ipamd)
 	r.base = r.snapshot(NodeNS)
 	return r
+}
+
+func (r *recording) setBackend(c rpc.CNIBackendClient) {
+	r.p = plugin.New(plugin.Env{Kernel: r.k.Opener(NodeNS), Version: "test",
+		Dial: func(string) (rpc.CNIBackendClient, io.Closer, error) { return c, nop{}, nil }})
 }
 
 func (r *recording) snapshot(path string) kernel.State {
@@ -104,6 +110,9 @@ func (r *recording) conf(prev []byte) []byte {
 		"pluginLogFile": filepath.Join(r.t.TempDir(), "plugin.log")}
 	if prev != nil {
 		c["prevResult"] = json.RawMessage(prev)
+	}
+	for k, v := range r.extra {
+		c[k] = v
 	}
 	b, _ := json.Marshal(c)
 	return b
