@@ -39,10 +39,11 @@ kernel-real:
 integration:
 	$(GINKGO) -r -v --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
 
-## e2e: containerd 1.6 drives vpc-cni + portmap through the CRI (crictl runp,
-## stopp, rmp) against ipamd, in a node namespace (root). Needs containerd,
-## runc, iptables and crictl ($CRICTL or PATH), which .ci/run installs;
-## without them it skips, or fails under CI=true.
+## e2e: containerd 1.6 (CNI 1.0.0) and 2.4.2 (CNI 1.1.0, STATUS through
+## crictl info) drive vpc-cni + portmap through the CRI (crictl runp, stopp,
+## rmp) against ipamd, in a node namespace (root). Needs containerd, runc,
+## iptables, crictl ($CRICTL or PATH) and containerd 2.4.2 ($CONTAINERD2_DIR),
+## which .ci/run installs; without them it skips, or fails under CI=true.
 e2e:
 	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
 

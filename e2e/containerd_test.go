@@ -27,6 +27,9 @@ import (
 // dirs and config, so it shares nothing with a containerd the machine may
 // run, inside the node's network namespace and a private mount namespace.
 type cri struct {
+	v2           bool   // containerd 2.4 (else Debian's 1.6)
+	bin, ctr     string // its containerd and ctr
+	env          []string
 	dir          string
 	sock         string
 	crictlConf   string
@@ -37,29 +40,45 @@ type cri struct {
 	cgroupParent string // every pod's cgroups are under it
 }
 
-// hiddenDirs are paths containerd 1.6 writes with no setting to move them:
+// hiddenDirs are paths containerd writes with no setting to move them:
 // libcni's cache of each pod's ADD result, and the shims' sockets (s/) and
 // runc's state (runc/). In containerd's mount namespace a directory of
 // the node's is bind-mounted over each, so the machine's stay untouched
 // (only an empty mount point is made, and removed, where one is missing).
+// containerd 2.4 writes the same three (its socket_dir setting would move
+// s/ alone, within 42 characters); what else it would write outside its
+// root and state (NRI's socket) is turned off in its config.
 var hiddenDirs = map[string]string{libcniDir: "cni-cache", "/run/containerd": "run"}
 
 const libcniDir = "/var/lib/cni"
 
+// cniVersion is the conflist's: 1.0.0 is the newest containerd 1.6
+// accepts (it refuses a 1.1.0 result); containerd 2.4 speaks 1.1.0.
+func (n *node) cniVersion() string {
+	if n.runtime == containerd24 {
+		return "1.1.0"
+	}
+	return "1.0.0"
+}
+
 // conflist chains vpc-cni with portmap, as the reference's 10-aws.conflist
-// does; cniVersion 1.0.0 is the newest containerd 1.6 accepts. A "ptp" node
-// (the bench's) has ptp + host-local alone, without NAT, as vpc-cni makes
-// none either.
+// does. A "ptp" node (the bench's) has ptp + host-local alone, without
+// NAT, as vpc-cni makes none either.
 func (n *node) conflist() string {
 	if n.plugin == "ptp" {
 		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"ptpnet","plugins":[
   {"type":"ptp","ipMasq":false,"mtu":9001,"ipam":{"type":"host-local","subnet":"10.99.0.0/16",
    "routes":[{"dst":"0.0.0.0/0"}],"dataDir":"%s"}}]}`, filepath.Join(n.dir, "host-local"))
 	}
-	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[
+	journal := ""
+	if n.journal != "" {
+		journal = fmt.Sprintf(`,"journalFile":%q`, n.journal)
+	}
+	return fmt.Sprintf(`{"cniVersion":%q,"name":"aws-cni","plugins":[
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
-   "pluginLogFile":"%s","pluginLogLevel":"debug"},
-  {"type":"portmap","capabilities":{"portMappings":true},"snat":true,"backend":"iptables"}]}`, n.sock, n.pluginLog)
+   "pluginLogFile":"%s","pluginLogLevel":"debug"%s},
+  {"type":"portmap","capabilities":{"portMappings":true},"snat":true,"backend":"iptables"}]}`,
+		n.cniVersion(), n.sock, n.pluginLog, journal)
 }
 
 // containerdConfig is the CRI setup that works here (RUNTIME-NOTES.md):
@@ -69,6 +88,9 @@ func (n *node) conflist() string {
 // cgroupfs, since no systemd runs; the sandbox image is the local one, so
 // containerd never tries to pull.
 func (c *cri) config() string {
+	if c.v2 {
+		return c.configV2()
+	}
 	cri := `"io.containerd.grpc.v1.cri"`
 	return fmt.Sprintf(`version = 2
 root = %q
@@ -105,14 +127,19 @@ state = %q
 // in the node and imports the pause image. Its cleanup removes every pod,
 // stops containerd and its shims and removes the pods' cgroups.
 func (n *node) startContainerd() {
-	c := &cri{dir: filepath.Join(n.dir, "containerd")}
+	// Its own dir first on PATH: the shim it runs is the one beside it.
+	c := &cri{dir: filepath.Join(n.dir, "containerd"), bin: tools.containerd, ctr: tools.ctr,
+		env: pathFirst(os.Environ(), filepath.Dir(tools.containerd))}
+	if n.runtime == containerd24 {
+		c.setV2()
+	}
 	n.cri = c
 	c.sock = filepath.Join(c.dir, "containerd.sock")
 	b := make([]byte, 4)
 	rand.Read(b)
 	c.cgroupParent = "/vpccni-e2e-" + hex.EncodeToString(b)
 	binds := map[string]string{}
-	for _, d := range []string{"net.d", "opt"} {
+	for _, d := range []string{"net.d", "opt", "cdi"} {
 		Expect(os.MkdirAll(filepath.Join(c.dir, d), 0o755)).To(Succeed())
 	}
 	for target, d := range hiddenDirs {
@@ -144,7 +171,8 @@ func (n *node) startContainerd() {
 	// cgroup mount found in mountinfo". Everything containerd mounts (pod
 	// namespaces, rootfs overlays) lives and dies in that namespace.
 	c.cmd = exec.Command(tools.ip, "netns", "exec", n.ns.Name(), "sh", "-ec", prologue+`exec "$@"`, "sh",
-		tools.containerd, "--config", conf, "--log-level", "info")
+		c.bin, "--config", conf, "--log-level", "info")
+	c.cmd.Env = c.env
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	Expect(c.cmd.Start()).To(Succeed())
 	c.exited = make(chan struct{})
@@ -158,24 +186,13 @@ func (n *node) startContainerd() {
 			return StopTrying("containerd exited: " + c.cmd.ProcessState.String())
 		default:
 		}
-		out, err := c.crictl("info")
+		conds, err := c.conditions()
 		if err != nil {
 			return err
 		}
-		var info struct {
-			Status struct {
-				Conditions []struct {
-					Type   string
-					Status bool
-				}
-			}
-		}
-		if err := json.Unmarshal([]byte(out), &info); err != nil {
-			return err
-		}
-		for _, cond := range info.Status.Conditions {
+		for _, cond := range conds {
 			if !cond.Status {
-				return fmt.Errorf("containerd not ready: %s", out)
+				return fmt.Errorf("containerd not ready: %+v", conds)
 			}
 		}
 		return nil
@@ -185,9 +202,33 @@ func (n *node) startContainerd() {
 	self, _ := os.Readlink("/proc/self/ns/mnt")
 	Expect(c.mntNS).NotTo(Equal(self), "containerd must run in a mount namespace of its own")
 
-	out, err := exec.Command(tools.ctr, "--address", c.sock, "-n", "k8s.io", "images", "import", imageTar).CombinedOutput()
+	out, err := exec.Command(c.ctr, "--address", c.sock, "-n", "k8s.io", "images", "import", imageTar).CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "ctr images import: %s", out)
 	fmt.Fprintf(GinkgoWriter, "containerd ready and pause image imported in %s\n", time.Since(start).Round(time.Millisecond))
+}
+
+// condition is one of the CRI Status call's runtime conditions.
+type condition struct {
+	Type            string
+	Status          bool
+	Reason, Message string
+}
+
+// conditions is the CRI Status call (`crictl info`, what kubelet polls):
+// RuntimeReady, NetworkReady and (containerd 2.x)
+// ContainerdHasNoDeprecationWarnings.
+func (c *cri) conditions() ([]condition, error) {
+	out, err := c.crictl("info")
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		Status struct{ Conditions []condition }
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return nil, fmt.Errorf("crictl info: %w: %s", err, out)
+	}
+	return info.Status.Conditions, nil
 }
 
 // safeWord: what may go unquoted into the prologue.
@@ -287,19 +328,7 @@ func (c *cri) stop() {
 			<-c.exited
 		}
 	}
-	var pids []int
-	if c.mntNS != "" {
-		procs, _ := os.ReadDir("/proc")
-		for _, p := range procs {
-			pid, err := strconv.Atoi(p.Name())
-			if err != nil {
-				continue
-			}
-			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && ns == c.mntNS {
-				pids = append(pids, pid)
-			}
-		}
-	}
+	pids := c.procs()
 	groups := c.cgroupDirs()
 	for _, g := range groups {
 		b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs"))
@@ -321,6 +350,26 @@ func (c *cri) stop() {
 			time.Sleep(20 * time.Millisecond) // its processes are still exiting
 		}
 	}
+}
+
+// procs lists the processes in containerd's mount namespace: containerd
+// itself while it runs, its shims, and what they run.
+func (c *cri) procs() []int {
+	var pids []int
+	if c.mntNS == "" {
+		return nil
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && ns == c.mntNS {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // cgroupDirs lists the pods' cgroups, in every hierarchy.

@@ -25,6 +25,7 @@ var _ = Describe("containerd 1.6 drives vpc-cni through the CRI", Label("contain
 			pods = append(pods, n.runp(t, fmt.Sprintf("web-%d", i)))
 		}
 		first, last := pods[0], pods[5]
+		n.cri.expectOwnBinaries()
 
 		By("a pod on device 0: rule 512 only; a pod on device 1: rules 512 and 1536 (table 2)")
 		Expect(netip.MustParsePrefix("10.0.1.0/24").Contains(first.ip)).To(BeTrue(), "first pod %s", first.ip)
@@ -62,36 +63,7 @@ var _ = Describe("containerd 1.6 drives vpc-cni through the CRI", Label("contain
 
 	It("tears a pod down after aws-node was evicted, leaks nothing, and reuses the address", Label("incident-2048"), func() {
 		// No cooldown: the freed address is the next one handed out.
-		n := newNode("m5.large", "--ip-cooldown", "0s")
-		before := n.snapshot()
-		p := n.runp(t, "web-0")
-		n.expectUp(p, kernel.TableMain)
-
-		By("aws-node is evicted: ipamd is SIGKILLed")
-		n.evictIpamd()
-
-		By("stopp: the plugin tears the pod down from prevResult without ipamd")
-		n.stopp(t, p)
-		n.expectGone(p)
-
-		By("aws-node comes back, and rmp's DEL lets ipamd release the address")
-		n.startIpamd(n.instanceType, n.ipamdArgs...)
-		// Restored from its checkpoint, ipamd may still hold the address
-		// for this sandbox (its reconciler leaves young allocations alone)
-		// until rmp's DEL; never for anyone else.
-		for _, a := range n.allocations() {
-			Expect(a).To(Equal(allocation{ContainerID: p.id, Pod: podNamespace + "/" + p.name, IP: p.ip.String()}))
-			fmt.Fprintf(GinkgoWriter, "after the restart ipamd still holds %s for %s\n", a.IP, a.Pod)
-		}
-		n.rmp(t, p)
-		n.expectReleased(p)
-		Expect(n.allocations()).To(BeEmpty())
-		Expect(n.snapshot()).To(Equal(before), "the node's kernel objects after the pod")
-
-		By("a new sandbox gets the same address")
-		q := n.runp(t, "web-1")
-		Expect(q.ip).To(Equal(p.ip))
-		n.expectUp(q, kernel.TableMain)
+		newNode("m5.large", "--ip-cooldown", "0s").evictionCycle(t)
 	})
 
 	It("answers rmp's second DEL (empty netns, no prevResult) touching nothing of a neighbour", func() {
@@ -132,3 +104,40 @@ var _ = Describe("containerd 1.6 drives vpc-cni through the CRI", Label("contain
 		n.rmp(t, p)
 	})
 })
+
+// evictionCycle is incident #2048 through the runtime, on a node whose
+// ipamd runs with no cooldown: a pod runs, aws-node is evicted (ipamd
+// SIGKILLed), stopp's DEL tears the pod down from prevResult without
+// ipamd, ipamd comes back, rmp's DEL lets it release the address, nothing
+// is left, and the next sandbox gets the same address.
+func (n *node) evictionCycle(t timings) {
+	before := n.snapshot()
+	p := n.runp(t, "web-0")
+	n.expectUp(p, kernel.TableMain)
+
+	By("aws-node is evicted: ipamd is SIGKILLed")
+	n.evictIpamd()
+
+	By("stopp: the plugin tears the pod down from prevResult without ipamd")
+	n.stopp(t, p)
+	n.expectGone(p)
+
+	By("aws-node comes back, and rmp's DEL lets ipamd release the address")
+	n.startIpamd(n.instanceType, n.ipamdArgs...)
+	// Restored from its checkpoint, ipamd may still hold the address for
+	// this sandbox (its reconciler leaves young allocations alone) until
+	// rmp's DEL; never for anyone else.
+	for _, a := range n.allocations() {
+		Expect(a).To(Equal(allocation{ContainerID: p.id, Pod: podNamespace + "/" + p.name, IP: p.ip.String()}))
+		fmt.Fprintf(GinkgoWriter, "after the restart ipamd still holds %s for %s\n", a.IP, a.Pod)
+	}
+	n.rmp(t, p)
+	n.expectReleased(p)
+	Expect(n.allocations()).To(BeEmpty())
+	Expect(n.snapshot()).To(Equal(before), "the node's kernel objects after the pod")
+
+	By("a new sandbox gets the same address")
+	q := n.runp(t, "web-1")
+	Expect(q.ip).To(Equal(p.ip))
+	n.expectUp(q, kernel.TableMain)
+}

@@ -38,7 +38,18 @@ type node struct {
 	ipamdArgs    []string
 	cri          *cri
 	plugin       string // containerd's network: "vpc-cni" or "ptp"
+	runtime      string // containerd16 or containerd24
+	// journal is vpc-cni's journalFile ("" for none): the record of every
+	// verb, STATUS included (the plugin log has no line for STATUS).
+	journal string
 }
+
+// The containerd a node runs: Debian's 1.6 (CNI up to 1.0.0) or 2.4 from
+// $CONTAINERD2_DIR (CNI 1.1.0: it calls STATUS on the CRI Status call).
+const (
+	containerd16 = "containerd 1.6"
+	containerd24 = "containerd 2.4"
+)
 
 func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
 func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect.sock") }
@@ -55,7 +66,11 @@ func newNode(instanceType string, ipamdArgs ...string) *node {
 // "ptp" (ptp + host-local, the bench's comparison; ipamd runs all the same
 // so both nodes carry the same load).
 func newNodeFor(plugin, instanceType string, ipamdArgs ...string) *node {
-	n := &node{plugin: plugin}
+	return buildNode(&node{plugin: plugin, runtime: containerd16}, instanceType, ipamdArgs...)
+}
+
+// buildNode builds the node n describes (its plugin and runtime).
+func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	var err error
 	n.ns, err = testns.New("vpccni-e2e-node")
 	Expect(err).NotTo(HaveOccurred())
@@ -66,6 +81,9 @@ func newNodeFor(plugin, instanceType string, ipamdArgs ...string) *node {
 	DeferCleanup(func() { os.RemoveAll(n.dir) })
 	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
 	n.pluginLog = filepath.Join(n.dir, "plugin.log")
+	if n.runtime == containerd24 {
+		n.journal = filepath.Join(n.dir, "journal.jsonl")
+	}
 	n.ipamdLog, err = os.Create(filepath.Join(n.dir, "ipamd.log"))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(n.ipamdLog.Close)
@@ -73,6 +91,9 @@ func newNodeFor(plugin, instanceType string, ipamdArgs ...string) *node {
 		if CurrentSpecReport().Failed() {
 			dumpFile("plugin log", n.pluginLog)
 			dumpFile("ipamd log", n.ipamdLog.Name())
+			if n.journal != "" {
+				dumpFile("plugin journal", n.journal)
+			}
 		}
 	})
 	n.host, err = linux.Opener{}.Open(n.ns.Path())

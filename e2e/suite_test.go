@@ -1,15 +1,17 @@
 // Package e2e has containerd drive the vpc-cni plugin, the way a Kubernetes
 // node does: crictl makes CRI sandbox calls (runp, stopp, rmp) to Debian's
-// containerd 1.6, which runs the real vpc-cni binary chained with the
-// reference portmap plugin, against the real ipamd binary. containerd and
+// containerd 1.6 (CNI 1.0.0) and to containerd 2.4 (CNI 1.1.0, with
+// STATUS), which run the real vpc-cni binary chained with the reference
+// portmap plugin, against the real ipamd binary. containerd and
 // ipamd run inside a node network namespace the suite creates (with veth
 // stand-ins for the ENIs), containerd in a private mount namespace of its
 // own; the pods' namespaces are containerd's. The machine's own network
 // namespace is never touched, and everything is removed pass or fail.
 //
 // The suite installs nothing: .ci/run does (containerd, runc, iptables from
-// Debian; crictl from the Go module proxy). Without them it skips, saying
-// what is missing, except under CI=true, where it fails.
+// Debian; crictl and containerd 2.4 from the Go module proxy, the latter
+// named by $CONTAINERD2_DIR). Without them it skips, saying what is
+// missing, except under CI=true, where it fails.
 package e2e
 
 import (
@@ -44,8 +46,10 @@ var (
 	binDir string
 	// imageTar is the pause image as an OCI image layout tarball.
 	imageTar string
-	// tools are the runtime's binaries, found once.
-	tools struct{ containerd, ctr, crictl, iptables, ip string }
+	// tools are the runtime's binaries, found once. containerd2 is the
+	// directory of containerd 2.4's containerd, shim and ctr ("" when
+	// missing: only its specs need it, see requireContainerd2).
+	tools struct{ containerd, ctr, crictl, iptables, ip, containerd2 string }
 )
 
 // gate skips with the reason, or fails under CI=true: a suite that could
@@ -87,6 +91,7 @@ func findTools() {
 	} else {
 		tools.crictl = look("crictl")
 	}
+	tools.containerd2 = findContainerd2()
 	if len(missing) > 0 {
 		gate("the containerd e2e suite needs " + strings.Join(missing, ", ") +
 			" (apt-get install containerd runc iptables; go install sigs.k8s.io/cri-tools/cmd/crictl@v1.37.0)")

@@ -2,7 +2,10 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,5 +47,23 @@ func TestGCKeepsAnAddressRoutedToAnotherPod(t *testing.T) {
 	ce, ok := err.(*types.Error)
 	if !ok || ce.Code != types.ErrTryAgainLater || !strings.Contains(ce.Details, "10.0.1.15 not released: 10.0.1.15/32: now routed to eni9fb0db7f13e") {
 		t.Fatalf("GC: %v", err)
+	}
+}
+
+// TestStatusLogsNotReady: a STATUS that fails says so in the plugin's
+// log (runtimes poll it; the journal is not always on).
+func TestStatusLogsNotReady(t *testing.T) {
+	r := newRig(t)
+	r.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+		return nil, nil, nil, errors.New("dial refused")
+	}
+	logFile := filepath.Join(t.TempDir(), "plugin.log")
+	err := r.p.Status(&skel.CmdArgs{StdinData: netconf(t, map[string]any{"cniVersion": "1.1.0", "pluginLogFile": logFile})})
+	if ce, ok := err.(*types.Error); !ok || ce.Code != types.ErrPluginNotAvailable {
+		t.Fatalf("STATUS: %v", err)
+	}
+	b, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(b), `"msg":"not ready"`) || !strings.Contains(string(b), `"verb":"STATUS"`) || !strings.Contains(string(b), "dial refused") {
+		t.Fatalf("plugin log:\n%s", b)
 	}
 }

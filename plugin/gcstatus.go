@@ -45,6 +45,21 @@ func (p *Plugin) status(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	// Runtimes poll STATUS every few seconds: only a change of answer is
+	// worth a line, and the plugin keeps no state between runs, so it logs
+	// each "not ready" (warn) and a "ready" only at debug.
+	log, done := p.confLog(conf, "STATUS", "network", conf.Name)
+	defer done()
+	if err := p.ready(conf); err != nil {
+		log.Warn("not ready", "error", err)
+		return err
+	}
+	log.Debug("ready")
+	return nil
+}
+
+// ready is STATUS's answer.
+func (p *Plugin) ready(conf *NetConf) error {
 	inv, health, closer, err := p.env.DialInventory(conf.IpamdAddress)
 	if err != nil {
 		return cniError(types.ErrPluginNotAvailable, "cannot reach ipamd at "+conf.IpamdAddress, err)
@@ -84,7 +99,8 @@ func (p *Plugin) gc(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	log := p.env.Log.With("verb", "GC", "network", conf.Name)
+	log, done := p.confLog(conf, "GC", "network", conf.Name)
+	defer done()
 	valid := map[[2]string]bool{}
 	for _, a := range conf.ValidAttachments {
 		valid[[2]string{a.ContainerID, a.IfName}] = true

@@ -96,27 +96,38 @@ func (p *Plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {
 		return nil, err
 	}
 	inv := &invocation{args: args, conf: conf, k8s: k8s,
-		podNS: string(k8s.K8S_POD_NAMESPACE), podName: string(k8s.K8S_POD_NAME), log: p.env.Log}
-	if conf.PluginLogFile != "" {
-		// A log file that cannot be opened safely (a symlink or hard link
-		// planted at the path, a FIFO, a missing directory, a read-only
-		// filesystem) must not fail pod networking: a failed ADD leaves the
-		// pod without a network, and a failed DEL makes kubelet retry until
-		// it gives up, which is how kernel objects leak. The plugin carries
-		// on and logs to Env.Log (the runtime's stderr in the binary, warn
-		// and above), saying why.
-		l, c, err := openLog(conf.PluginLogFile, conf.PluginLogLevel)
-		if err != nil {
-			p.env.Log.Warn("pluginLogFile not used; logging to the fallback log (stderr)", "verb", verb, "containerID", args.ContainerID,
-				"pluginLogFile", conf.PluginLogFile, "error", err)
-		} else {
-			inv.log, inv.closeLog = l, c
-		}
-	}
-	inv.log = inv.log.With("verb", verb, "containerID", args.ContainerID, "pod", inv.podNS+"/"+inv.podName,
+		podNS: string(k8s.K8S_POD_NAMESPACE), podName: string(k8s.K8S_POD_NAME)}
+	var done func()
+	inv.log, done = p.confLog(conf, verb, "containerID", args.ContainerID, "pod", inv.podNS+"/"+inv.podName,
 		"netns", args.Netns, "ifname", args.IfName)
+	inv.closeLog = closerFunc(done)
 	return inv, nil
 }
+
+// confLog is a verb's logger: the netconf's pluginLogFile, or Env.Log.
+// A log file that cannot be opened safely (a symlink or hard link planted
+// at the path, a FIFO, a missing directory, a read-only filesystem) must
+// not fail pod networking: a failed ADD leaves the pod without a network,
+// and a failed DEL makes kubelet retry until it gives up, which is how
+// kernel objects leak. The plugin carries on and logs to Env.Log (the
+// runtime's stderr in the binary, warn and above), saying why.
+func (p *Plugin) confLog(conf *NetConf, verb string, attrs ...any) (*slog.Logger, func()) {
+	log, done := p.env.Log, func() {}
+	if conf.PluginLogFile != "" {
+		l, c, err := openLog(conf.PluginLogFile, conf.PluginLogLevel)
+		if err != nil {
+			p.env.Log.Warn("pluginLogFile not used; logging to the fallback log (stderr)", append([]any{"verb", verb,
+				"pluginLogFile", conf.PluginLogFile, "error", err}, attrs...)...)
+		} else {
+			log, done = l, func() { c.Close() }
+		}
+	}
+	return log.With(append([]any{"verb", verb}, attrs...)...), done
+}
+
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
 
 func (inv *invocation) end() {
 	if inv.closeLog != nil {
