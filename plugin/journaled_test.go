@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,12 @@ func TestJournalRecordsAddAndDel(t *testing.T) {
 		t.Fatalf("%d entries, want 2", len(es))
 	}
 	add, del := es[0], es[1]
+	// Durations in milliseconds: a model call takes well under a second.
+	for _, d := range []float64{add.DurationMs, del.DurationMs, add.Ipamd[0].DurationMs, del.Ipamd[0].DurationMs} {
+		if d < 0 || d > 1000 {
+			t.Errorf("duration %v ms", d)
+		}
+	}
 	if add.Env.Command != "ADD" || add.Env.ContainerID != "c1" || add.Env.Netns != testNetns || add.Env.IfName != "eth0" || add.Env.Args != testArgs {
 		t.Errorf("ADD env %+v", add.Env)
 	}
@@ -147,11 +154,16 @@ func TestJournalNeverChangesTheOutcome(t *testing.T) {
 	for _, path := range []string{dir, link, full, "relative.jsonl"} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			r := newRig(t)
+			var fallback bytes.Buffer
+			r.p.env.Log = slog.New(slog.NewTextHandler(&fallback, nil))
 			r.expectHandles(true)
 			r.client.EXPECT().AddNetwork(gomock.Any(), gomock.Any()).Return(addReplyDev1, nil)
 			r.drv.EXPECT().Setup(r.host, r.pod, wantPod(2)).Return(nil)
 			if _, err := r.p.Add(cmdArgs(netconf(t, map[string]any{"journalFile": path}))); err != nil {
 				t.Fatalf("ADD failed because of its journal: %v", err)
+			}
+			if !strings.Contains(fallback.String(), "journalFile not written") {
+				t.Errorf("no warning on the fallback log: %q", fallback.String())
 			}
 		})
 	}
