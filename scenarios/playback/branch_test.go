@@ -44,16 +44,7 @@ func TestPlaybackBranchPods(t *testing.T) {
 			r.add("sgp-0")
 			r.add("sgp-1")
 			r.stopp("sgp-0")
-			rep, err := Play(r.entries(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Verdict() != "clean" || rep.Divergences != 0 {
-				t.Fatalf("verdict %s, %d divergences %v\n%s", rep.Verdict(), rep.Divergences, rep.Violations, dump(rep))
-			}
-			if want := r.left(); !equalLeft(rep.Left, want) {
-				t.Fatalf("replay left\n%v\nthe recording left\n%v", rep.Left, want)
-			}
+			rep := r.replaysFaithfully()
 			if !contains(rep.Left[NodeNS], "link vlan.eth.2 vlan up mtu 9001 vlan 2 parent eth1") {
 				t.Fatalf("sgp-1's VLAN link: %v", rep.Left[NodeNS])
 			}
@@ -83,16 +74,7 @@ func TestPlaybackIPv6Pods(t *testing.T) {
 	r.add("v6-1")
 	r.ipamd.down = true
 	r.stopp("v6-0")
-	rep, err := Play(r.entries(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Verdict() != "clean" || rep.Divergences != 0 {
-		t.Fatalf("verdict %s, %d divergences %v\n%s", rep.Verdict(), rep.Divergences, rep.Violations, dump(rep))
-	}
-	if want := r.left(); !equalLeft(rep.Left, want) {
-		t.Fatalf("replay left\n%v\nthe recording left\n%v", rep.Left, want)
-	}
+	rep := r.replaysFaithfully()
 	if !contains(rep.Left[NodeNS], "rule 512: inet6 from all to 2001:db8:1:2::12 lookup main") {
 		t.Fatalf("v6-1's rule: %v", rep.Left[NodeNS])
 	}

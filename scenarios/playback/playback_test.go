@@ -164,6 +164,24 @@ func (r *recording) entries() []journal.Entry {
 	return es
 }
 
+// replaysFaithfully replays the recording's journal with vpccni's flow
+// and requires it clean, without divergence, ending in the recording's
+// objects.
+func (r *recording) replaysFaithfully() *Report {
+	r.t.Helper()
+	rep, err := Play(r.entries(), Options{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if rep.Verdict() != "clean" || rep.Divergences != 0 {
+		r.t.Fatalf("verdict %s, %d divergences %v\n%s", rep.Verdict(), rep.Divergences, rep.Violations, dump(rep))
+	}
+	if want := r.left(); !equalLeft(rep.Left, want) {
+		r.t.Fatalf("replay left\n%v\nthe recording left\n%v", rep.Left, want)
+	}
+	return rep
+}
+
 // left is what the journal's invocations left in the recording's kernel,
 // as Play reports it.
 func (r *recording) left() map[string][]string {
