@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/vpccni/vpccni/internal/benchstat"
 )
 
 // runs is BENCH_CRI_RUNS (default 20).
@@ -45,13 +46,9 @@ var _ = Describe("containerd runp/stopp/rmp", Label("bench"), func() {
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "\ncontainerd 1.6 CRI through crictl, %d runs each, interleaved (vpc-cni node, ptp node, ...)\n", N)
-		fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", "call", "plugin", "median", "p95")
+		benchstat.Header(&b, "call")
 		for _, verb := range []string{"runp", "stopp", "rmp"} {
-			a, p := t["vpc-cni"][verb], t["ptp"][verb]
-			fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", verb, "vpc-cni", ms(median(a)), ms(p95(a)))
-			fmt.Fprintf(&b, "%-6s %-22s %10s %10s\n", verb, "ptp+host-local", ms(median(p)), ms(p95(p)))
-			fmt.Fprintf(&b, "%-6s %-22s %9.2fx %9.2fx\n", verb, "ratio vpc-cni/ptp",
-				float64(median(a))/float64(median(p)), float64(p95(a))/float64(p95(p)))
+			benchstat.Compare(&b, verb, t["vpc-cni"][verb], t["ptp"][verb])
 		}
 		AddReportEntry("timings", b.String())
 	})
@@ -116,30 +113,3 @@ func (n *node) cycle(name string, t map[string][]time.Duration) {
 	timed("stopp", "stopp", id)
 	timed("rmp", "rmp", id)
 }
-
-func sorted(d []time.Duration) []time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s
-}
-
-func median(d []time.Duration) time.Duration {
-	s := sorted(d)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func p95(d []time.Duration) time.Duration {
-	s := sorted(d)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[(95*len(s)+99)/100-1]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

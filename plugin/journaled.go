@@ -95,11 +95,7 @@ func (r *recorder) finish(res types.Result, err error, took time.Duration) {
 	defer r.mu.Unlock()
 	r.entry.DurationMs = ms(took)
 	if err != nil {
-		var ce *types.Error
-		if !errors.As(err, &ce) {
-			ce = types.NewError(types.ErrInternal, err.Error(), "") // as skel reports it
-		}
-		r.entry.Error = ce
+		r.entry.Error = AsCNIError(err)
 		return
 	}
 	if res != nil {

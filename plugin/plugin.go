@@ -164,6 +164,19 @@ func closeAll(hs ...kernel.API) {
 	}
 }
 
+// AsCNIError is err as a runtime sees it: a CNI error as it is, anything
+// else wrapped the way skel reports it (code 999); nil for nil.
+func AsCNIError(err error) *types.Error {
+	if err == nil {
+		return nil
+	}
+	var ce *types.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return types.NewError(types.ErrInternal, err.Error(), "")
+}
+
 // cniError wraps err as a CNI error with a code, unless it is one already.
 func cniError(code uint, msg string, err error) error {
 	var ce *types.Error

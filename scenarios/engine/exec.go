@@ -97,15 +97,11 @@ func (e *inprocExec) Decode(b []byte) (version.PluginInfo, error) {
 	return (&version.PluginDecoder{}).Decode(b)
 }
 
-// asCNIError keeps CNI errors as they are (their code reaches the runtime)
-// and wraps anything else the way skel would.
+// asCNIError is plugin.AsCNIError as an error (a nil *types.Error in an
+// error would not be nil).
 func asCNIError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *types.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	return types.NewError(types.ErrInternal, err.Error(), "")
+	return plugin.AsCNIError(err)
 }

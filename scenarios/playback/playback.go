@@ -220,6 +220,7 @@ func (pb *player) step(n int, e *journal.Entry) error {
 	}
 	// The runtime's part first (said in the step's notes), so the step's
 	// diff is the plugin's.
+	pb.pods.begin(id.key, e)
 	if err := pb.runtimeNamespace(e, s); err != nil {
 		return err
 	}
@@ -231,7 +232,6 @@ func (pb *player) step(n int, e *journal.Entry) error {
 	if err != nil {
 		return err
 	}
-	pb.pods.current = id.key
 	ipamd := &recordedIpamd{calls: e.Ipamd, observe: pb.pods.account}
 	p := plugin.New(plugin.Env{Kernel: pb.k.Opener(NodeNS), Dial: ipamd.dial, DialInventory: ipamd.dialInventory,
 		Log: pb.log, Version: "vpccni-playback", IsHostNS: func(path string) (bool, error) { return path == NodeNS, nil }})
@@ -248,12 +248,11 @@ func (pb *player) step(n int, e *journal.Entry) error {
 			return err
 		}
 	}
-	ce := cniErr(verr)
+	ce := plugin.AsCNIError(verr)
 	s.Replayed = outcome(resJSON, ce)
 	if d := compare(e, resJSON, ce); d != "" {
 		s.Diverged = append(s.Diverged, d)
 	}
-	pb.rep.Divergences += len(s.Diverged)
 	pb.pods.apply(id, e, resJSON, ce)
 
 	for _, path := range watched {
@@ -268,10 +267,10 @@ func (pb *player) step(n int, e *journal.Entry) error {
 	for _, path := range watched {
 		add, rem := kernel.Diff(before[path], after[path])
 		for _, l := range add {
-			s.Added = append(s.Added, label(path)+": "+l)
+			s.Added = append(s.Added, Label(path)+": "+l)
 		}
 		for _, l := range rem {
-			s.Removed = append(s.Removed, label(path)+": "+l)
+			s.Removed = append(s.Removed, Label(path)+": "+l)
 		}
 	}
 	return nil
@@ -281,7 +280,20 @@ func (pb *player) step(n int, e *journal.Entry) error {
 // found it: the runtime creates it before ADD, and removes it (with the
 // veth pair and its routes) whenever it likes; the journal sees that only
 // when an invocation opens it.
+//
+// A GC says more: the runtime lists the sandboxes it still has, so the
+// namespace of every other attachment the journal has seen is gone.
 func (pb *player) runtimeNamespace(e *journal.Entry, s *Step) error {
+	if e.Env.Command == "GC" {
+		for _, path := range pb.pods.goneAtGC() {
+			if pb.k.HasNamespace(path) {
+				s.Notes = append(s.Notes, "not among the runtime's valid attachments: its sandbox's namespace "+path+" is gone")
+				if err := pb.k.DeleteNamespace(path); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if e.Netns == nil {
 		return nil
 	}
@@ -336,17 +348,6 @@ func replayStdin(stdin json.RawMessage) ([]byte, error) {
 	delete(conf, "pluginLogFile")
 	delete(conf, "journalFile")
 	return json.Marshal(conf)
-}
-
-func cniErr(err error) *types.Error {
-	if err == nil {
-		return nil
-	}
-	ce, ok := err.(*types.Error)
-	if !ok {
-		ce = types.NewError(types.ErrInternal, err.Error(), "")
-	}
-	return ce
 }
 
 // outcome is how a step's result reads in the report.
@@ -420,7 +421,8 @@ func (pb *player) snapshots(paths []string) (map[string]kernel.State, error) {
 	return out, nil
 }
 
-func label(path string) string {
+// Label names a namespace in reports: "node", or the pod's CNI_NETNS.
+func Label(path string) string {
 	if path == NodeNS {
 		return "node"
 	}
@@ -458,6 +460,9 @@ func (pb *player) finish() error {
 		return err
 	}
 	defer node.Close()
+	for _, s := range pb.rep.Steps {
+		pb.rep.Divergences += len(s.Diverged)
+	}
 	pb.rep.Pods, pb.rep.IPs = pb.pods.final()
 	vs, err := invariant.Check(pb.pods.world(node))
 	if err != nil {

@@ -72,9 +72,11 @@ type pods struct {
 	// alloc is ipamd's holding per attachment key, from its answers.
 	alloc                         map[string][]string
 	assigned, released, forgotten int
-	// current is the attachment of the step being replayed; collected
-	// are the attachments GC released in it.
+	// current is the attachment of the step being replayed; valid the
+	// attachments a GC's runtime listed as valid; collected those the GC
+	// released.
 	current   string
+	valid     map[string]bool
 	collected []string
 	bad       []invariant.Violation
 }
@@ -110,9 +112,38 @@ func (ps *pods) get(id podID, e *journal.Entry) *podRec {
 	return p
 }
 
+// begin readies the accounting for one step.
+func (ps *pods) begin(k string, e *journal.Entry) {
+	ps.current, ps.valid, ps.collected = k, nil, nil
+	if e.Env.Command != "GC" {
+		return
+	}
+	var conf struct {
+		Valid []types.GCAttachment `json:"cni.dev/valid-attachments"`
+	}
+	if json.Unmarshal(e.Stdin, &conf) != nil {
+		return
+	}
+	ps.valid = map[string]bool{}
+	for _, a := range conf.Valid {
+		ps.valid[key(a.ContainerID, a.IfName)] = true
+	}
+}
+
+// goneAtGC lists the namespaces of the attachments a GC's runtime did not
+// list as valid.
+func (ps *pods) goneAtGC() []string {
+	var out []string
+	for _, k := range ps.order {
+		if p := ps.byKey[k]; !ps.valid[k] && p.netns != "" {
+			out = append(out, p.netns)
+		}
+	}
+	return out
+}
+
 // apply moves an attachment along after its invocation.
 func (ps *pods) apply(id podID, e *journal.Entry, result json.RawMessage, ce *types.Error) {
-	defer func() { ps.collected = nil }()
 	switch e.Env.Command {
 	case "GC":
 		for _, k := range ps.collected {
@@ -197,11 +228,9 @@ func (ps *pods) account(method string, req, reply proto.Message, code codes.Code
 		case r != nil && r.GetSuccess():
 			if ips, held := ps.alloc[k]; held {
 				ps.released += len(ips)
-				// A pod's own ADD or DEL releases its address; any other
-				// invocation (GC) must not release a live pod's.
-				if p, ok := ps.byKey[k]; ok && p.State == StateLive && k != ps.current {
+				if why := ps.wrongRelease(k, in.GetReason()); why != "" {
 					ps.bad = append(ps.bad, invariant.Violation{Kind: invariant.IPAM,
-						What: fmt.Sprintf("ipamd released %s of %s while the pod was live", strings.Join(ips, ","), p.label())})
+						What: fmt.Sprintf("ipamd released %s of %s: %s", strings.Join(ips, ","), ps.labelOf(k), why)})
 				}
 			}
 			delete(ps.alloc, k)
@@ -215,6 +244,30 @@ func (ps *pods) account(method string, req, reply proto.Message, code codes.Code
 			ps.collected = append(ps.collected, k)
 		}
 	}
+}
+
+// wrongRelease says why releasing attachment k now is wrong, "" if it is
+// not: a pod's own ADD or DEL releases its address, and a GC those the
+// runtime did not list as valid; a GC must never release a valid one,
+// nor another invocation a live pod's.
+func (ps *pods) wrongRelease(k, reason string) string {
+	switch {
+	case reason == plugin.ReasonGC && ps.valid[k]:
+		return "GC released an attachment the runtime listed as valid"
+	case reason == plugin.ReasonGC, k == ps.current:
+		return ""
+	}
+	if p, ok := ps.byKey[k]; ok && p.State == StateLive {
+		return "released by another invocation while the pod was live"
+	}
+	return ""
+}
+
+func (ps *pods) labelOf(k string) string {
+	if p, ok := ps.byKey[k]; ok {
+		return p.label()
+	}
+	return k
 }
 
 func (p *podRec) label() string {

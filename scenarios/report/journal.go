@@ -61,12 +61,12 @@ func Journal(w io.Writer, file string, r *playback.Report, quiet bool) {
 	}
 	for _, ns := range sortedKeys(r.Left) {
 		for _, l := range r.Left[ns] {
-			fmt.Fprintf(w, "    %s: %s\n", nsLabel(ns), l)
+			fmt.Fprintf(w, "    %s: %s\n", playback.Label(ns), l)
 		}
 	}
 	for _, ns := range sortedKeys(r.Removed) {
 		for _, l := range r.Removed[ns] {
-			fmt.Fprintf(w, "    removed from %s: %s\n", nsLabel(ns), l)
+			fmt.Fprintf(w, "    removed from %s: %s\n", playback.Label(ns), l)
 		}
 	}
 	fmt.Fprintf(w, "  divergences from the recorded invocations: %d\n", r.Divergences)
@@ -100,13 +100,6 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func nsLabel(ns string) string {
-	if ns == playback.NodeNS {
-		return "node"
-	}
-	return ns
 }
 
 func sortedKeys(m map[string][]string) []string {

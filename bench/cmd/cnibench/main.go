@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/vpccni/vpccni/internal/benchstat"
 	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
@@ -329,16 +329,9 @@ func run(n *node, runs, hangRuns int, timeout, cooldown time.Duration) error {
 	}
 	fmt.Printf("CNI ADD/DEL through libcni in a node namespace, %d runs each, interleaved (vpc-cni, ptp, ...)\n", runs)
 	fmt.Printf("vpc-cni: ipamd --cloud memory (m5.large, --ip-cooldown %s) on a Unix socket; ptp + host-local: containernetworking/plugins from go.mod, ipMasq false\n\n", cooldown)
-	fmt.Printf("%-6s %-22s %10s %10s\n", "verb", "plugin", "median", "p95")
-	for _, v := range []struct {
-		verb string
-		a, b []time.Duration
-	}{{"ADD", vpc.add, ptp.add}, {"DEL", vpc.del, ptp.del}} {
-		ma, pa, mb, pb := median(v.a), p95(v.a), median(v.b), p95(v.b)
-		fmt.Printf("%-6s %-22s %10s %10s\n", v.verb, "vpc-cni", ms(ma), ms(pa))
-		fmt.Printf("%-6s %-22s %10s %10s\n", v.verb, "ptp+host-local", ms(mb), ms(pb))
-		fmt.Printf("%-6s %-22s %9.2fx %9.2fx\n", v.verb, "ratio vpc-cni/ptp", ratio(ma, mb), ratio(pa, pb))
-	}
+	benchstat.Header(os.Stdout, "verb")
+	benchstat.Compare(os.Stdout, "ADD", vpc.add, ptp.add)
+	benchstat.Compare(os.Stdout, "DEL", vpc.del, ptp.del)
 
 	// DEL while ipamd hangs: SIGSTOP keeps its socket accepting (the kernel
 	// queues the connection), nothing answers.
@@ -373,52 +366,8 @@ func run(n *node, runs, hangRuns int, timeout, cooldown time.Duration) error {
 			return fmt.Errorf("DEL %s with ipamd stopped: %w", name, gerr)
 		}
 		hung = append(hung, d)
-		fmt.Printf("  %s: DEL %s, success, pod torn down (eth0, host veth, route, rules gone)\n", name, ms(d))
+		fmt.Printf("  %s: DEL %s, success, pod torn down (eth0, host veth, route, rules gone)\n", name, benchstat.Ms(d))
 	}
-	fmt.Printf("  median %s, max %s (deadline %s)\n", ms(median(hung)), ms(maxOf(hung)), timeout)
+	fmt.Printf("  median %s, max %s (deadline %s)\n", benchstat.Ms(benchstat.Median(hung)), benchstat.Ms(benchstat.Max(hung)), timeout)
 	return nil
 }
-
-func sorted(d []time.Duration) []time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s
-}
-
-func median(d []time.Duration) time.Duration {
-	s := sorted(d)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// p95 is the nearest-rank 95th percentile.
-func p95(d []time.Duration) time.Duration {
-	s := sorted(d)
-	if len(s) == 0 {
-		return 0
-	}
-	k := (95*len(s) + 99) / 100
-	return s[k-1]
-}
-
-func maxOf(d []time.Duration) time.Duration {
-	s := sorted(d)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)-1]
-}
-
-func ratio(a, b time.Duration) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
