@@ -27,10 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/introspect"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin"
 )
 
@@ -749,7 +749,7 @@ func checkConflistAgainstDaemonSet(b *bundle) error {
 	case dial != host:
 		errs = append(errs, fmt.Errorf("the plugin dials %s, but ipamd listens on the node's %s", dial, host))
 	}
-	if prefix := setting(c, "veth-prefix", "AWS_VPC_K8S_CNI_VETHPREFIX", naming.DefaultVethPrefix); prefix != conf.VethPrefix {
+	if prefix := setting(c, "veth-prefix", "AWS_VPC_K8S_CNI_VETHPREFIX", ownership.DefaultVethPrefix); prefix != conf.VethPrefix {
 		errs = append(errs, fmt.Errorf("conflist vethPrefix %q, ipamd's %q: ipamd recognises pods by their host veths", conf.VethPrefix, prefix))
 	}
 	if conf.PluginLogFile != "" {

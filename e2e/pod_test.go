@@ -13,9 +13,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // sandbox is a pod sandbox containerd runs for crictl runp.
@@ -27,7 +27,7 @@ type sandbox struct {
 
 const podNamespace = "default"
 
-func (s *sandbox) hostVeth() string { return naming.HostVeth("eni", podNamespace, s.name) }
+func (s *sandbox) hostVeth() string { return ownership.HostVeth("eni", podNamespace, s.name) }
 func (s *sandbox) netns() string    { return fmt.Sprintf("/proc/%d/ns/net", s.pid) }
 
 // portMapping is one of the CRI's PodSandboxConfig.port_mappings (TCP).

@@ -9,9 +9,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // trunkMAC is the memory cloud's trunk ENI on an m5.large (device 2).
@@ -32,9 +32,9 @@ var _ = Describe("branch-ENI pods on the real kernel", Label("branch-eni", "real
 			ip := podAddr(res)
 			prefix := "eni"
 			if mode == "strict" {
-				prefix = naming.StrictVethPrefix
+				prefix = ownership.StrictVethPrefix
 			}
-			hostVeth := naming.HostVeth(prefix, p.ns, p.name)
+			hostVeth := ownership.HostVeth(prefix, p.ns, p.name)
 			Expect(res.Interfaces[2].Mac).To(Equal("7"), "the dummy carries the VLAN")
 			vl, err := n.host.LinkByName("vlan.eth.7")
 			Expect(err).NotTo(HaveOccurred())

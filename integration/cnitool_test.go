@@ -18,7 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 var (
@@ -252,7 +252,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		}
 		Expect(toPod).To(Equal(1), "the pod's rule 512")
 		ruleMissing := fmt.Sprintf("rule 512 to %s/32 lookup main is missing", ip)
-		routeMissing := fmt.Sprintf("route %s/32 dev %s in table main is missing", ip, naming.HostVeth("eni", p.ns, p.name))
+		routeMissing := fmt.Sprintf("route %s/32 dev %s in table main is missing", ip, ownership.HostVeth("eni", p.ns, p.name))
 		ce := c.run1("check", "aws-cni", p).failed("CHECK")
 		Expect(ce.Code).To(Equal(uint(104)))
 		Expect(ce.Msg).To(Equal("the pod network is not as ADD left it"))
@@ -294,7 +294,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		// vpc-cni's GC, through ipamd's allocations, can find it. The veth
 		// is deleted first, by hand: the kernel frees a closed namespace
 		// (and its links) whenever it gets to it.
-		Expect(n.host.LinkDel(naming.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
+		Expect(n.host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
 		Expect(stale.netns.Close()).To(Succeed())
 		Expect(os.Remove(c.cached("aws-cni", stale))).To(Succeed())
 		Expect(n.rulesFor(staleIP)).NotTo(BeEmpty())

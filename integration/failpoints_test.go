@@ -15,7 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/vpccni/vpccni/internal/failpoint"
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
@@ -136,7 +136,7 @@ type bench struct {
 func (b *bench) addNeighbour(name string, rules int) {
 	p := b.n.newPod(name)
 	res := b.n.add(p)
-	b.neighbours = append(b.neighbours, neighbour{ip: podAddr(res), veth: naming.HostVeth("eni", p.ns, p.name), rules: rules})
+	b.neighbours = append(b.neighbours, neighbour{ip: podAddr(res), veth: ownership.HostVeth("eni", p.ns, p.name), rules: rules})
 }
 
 func (b *bench) expectNeighbours() {
@@ -151,7 +151,7 @@ func (b *bench) expectNeighbours() {
 // expectPodGone: the pod's kernel objects, its address in ipamd and its
 // cached result are all gone.
 func (b *bench) expectPodGone(p *pod, ip netip.Addr) {
-	expectGone(b.n, p, ip, naming.HostVeth("eni", p.ns, p.name))
+	expectGone(b.n, p, ip, ownership.HostVeth("eni", p.ns, p.name))
 	_, held := b.n.allocationOf(p)
 	Expect(held).To(BeFalse(), "ipamd still holds %s for %s", ip, p.containerID)
 	Expect(b.n.cached(p)).To(BeNil(), "libcni kept the result after a successful DEL")
@@ -175,7 +175,7 @@ func (b *bench) scrub() {
 			n.host.RouteDel(r)
 		}
 	}
-	n.host.LinkDel(naming.HostVeth("eni", p.ns, p.name))
+	n.host.LinkDel(ownership.HostVeth("eni", p.ns, p.name))
 }
 
 // addOnDevice is a normal ADD whose pod must land on the bench's device.
@@ -243,7 +243,7 @@ func (b *bench) addCase(name failpoint.Name) {
 	By("a fresh ADD of the same pod")
 	ip = b.addOnDevice(p)
 	b.curIP = ip
-	hv, err := n.host.LinkByName(naming.HostVeth("eni", p.ns, p.name))
+	hv, err := n.host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
 	Expect(err).NotTo(HaveOccurred())
 	expectPodSide(p, ip, hv)
 	Expect(n.del(p)).To(Succeed())
@@ -380,7 +380,7 @@ var _ = Describe("vpc-cni killed at each of its steps", Label("failpoints", "ipv
 			return err
 		})).To(Succeed())
 		ip := podAddr(res)
-		hv, err := n.host.LinkByName(naming.HostVeth("eni", p.ns, p.name))
+		hv, err := n.host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
 		Expect(err).NotTo(HaveOccurred())
 		expectPodSide(p, ip, hv)
 		Expect(prod.with("driver/del-rule-to-pod=crash@1,plugin/del/before-release=crash@1", func() error { return n.del(p) })).To(Succeed())

@@ -12,7 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // list11 is the node's network at CNI 1.1.0, the version with GC and STATUS.
@@ -34,7 +34,7 @@ var _ = Describe("CNI 1.1 GC and STATUS through libcni", Label("ipv4", "real-ker
 		// by hand first: the kernel frees a closed namespace (and its
 		// links) whenever it gets to it, so deleting it after the Close
 		// raced that and sometimes found no such device.
-		Expect(n.host.LinkDel(naming.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
+		Expect(n.host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
 		Expect(stale.netns.Close()).To(Succeed())
 		// The runtime lost its record of it too (libcni would otherwise DEL
 		// the cached attachment itself before asking the plugin): only the

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // allocation is one entry of ipamd's /v1/allocations.
@@ -103,7 +103,7 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 
 		By("DEL: teardown from prevResult, and ipamd releases the address it remembered")
 		Expect(n.del(p)).To(Succeed())
-		expectGone(n, p, ip, naming.HostVeth("eni", p.ns, p.name))
+		expectGone(n, p, ip, ownership.HostVeth("eni", p.ns, p.name))
 		Expect(n.allocations()).To(BeEmpty())
 		Expect(n.metrics()).To(ContainSubstring(`awscni_del_ip_req_count{reason="PodDeleted",result="released"} 1`))
 	})
@@ -127,7 +127,7 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		q := n.newPod("web-1")
 		Expect(podAddr(n.add(q))).NotTo(Equal(ip))
 		Expect(n.del(p)).To(Succeed())
-		expectGone(n, p, ip, naming.HostVeth("eni", p.ns, p.name))
+		expectGone(n, p, ip, ownership.HostVeth("eni", p.ns, p.name))
 		Expect(n.allocations()).To(HaveLen(1))
 	})
 })

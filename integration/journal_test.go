@@ -12,10 +12,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/journal"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/playback"
@@ -89,7 +89,7 @@ var _ = Describe("the invocation journal", Label("ipv4", "real-kernel", "journal
 		By("web-7's sandbox and the runtime's record of it vanish without a DEL; GC collects it")
 		pods = append(pods, n.newPod("web-7"))
 		web7 := podAddr(n.add(pods[7]))
-		Expect(n.host.LinkDel(naming.HostVeth("eni", "default", "web-7"))).To(Succeed())
+		Expect(n.host.LinkDel(ownership.HostVeth("eni", "default", "web-7"))).To(Succeed())
 		Expect(pods[7].netns.Close()).To(Succeed())
 		Expect(os.Remove(filepath.Join(n.dir, "cache", "results", "aws-cni-"+pods[7].containerID+"-eth0"))).To(Succeed())
 		Expect(n.rulesFor(web7)).NotTo(BeEmpty(), "rules survive their device")

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // lockedBuffer collects a plugin's stderr (libcni copies it from another
@@ -65,7 +65,7 @@ var _ = Describe("least privilege and bounds", func() {
 		ip := podAddr(res)
 		Expect(n.routesFor(ip)).To(HaveLen(1), "the pod's host route")
 		Expect(n.del(p)).To(Succeed())
-		expectGone(n, p, ip, naming.HostVeth(naming.DefaultVethPrefix, p.ns, p.name))
+		expectGone(n, p, ip, ownership.HostVeth(ownership.DefaultVethPrefix, p.ns, p.name))
 
 		Expect(stderr.String()).To(And(ContainSubstring("pluginLogFile not used"), ContainSubstring("symbolic link")),
 			"the plugin says why it logs to stderr")

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 
@@ -41,6 +42,10 @@ func newShadowScene(foreign ...kernel.Rule) *shadowScene {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { podNS.Close() })
 	s.host, s.pod = openNS(s.nodeNS.Path()), openNS(podNS.Path())
+	// The node's ENIs, eth1's rule 32765 as ipamd would add it: 10.0.2.11
+	// is an address of eth1's subnet, its pods use table 2.
+	plugENIs(s.host)
+	Expect(s.host.RuleAdd(kernel.Rule{Priority: ownership.PrioENI, Family: kernel.FamilyV4, Src: ifAddr("10.0.2.10/32"), Table: 2})).To(Succeed())
 	for _, r := range foreign {
 		Expect(s.host.RuleAdd(r)).To(Succeed(), "foreign %s", kernel.RuleString(r))
 	}

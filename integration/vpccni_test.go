@@ -13,9 +13,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), func() {
@@ -24,14 +24,14 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		p := n.newPod("web-0")
 		res := n.add(p)
 		ip := podAddr(res)
-		hostVeth := naming.HostVeth("eni", p.ns, p.name)
+		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
 
 		By("ADD made the reference's objects and result")
 		Expect(res.Interfaces).To(HaveLen(3))
 		Expect(res.Interfaces[0].Name).To(Equal(hostVeth))
 		Expect(res.Interfaces[1].Name).To(Equal("eth0"))
 		Expect(res.Interfaces[1].Mac).To(Equal("254"), "container mac carries the route table (main)")
-		Expect(res.Interfaces[2].Name).To(Equal(naming.Dummy(p.ns, p.name)))
+		Expect(res.Interfaces[2].Name).To(Equal(ownership.Dummy(p.ns, p.name)))
 		Expect(res.Interfaces[2].Sandbox).To(Equal("0"), "dummy sandbox carries the device number")
 		hv, err := n.host.LinkByName(hostVeth)
 		Expect(err).NotTo(HaveOccurred())
@@ -64,7 +64,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		p := n.newPod("web-1")
 		res := n.add(p)
 		ip := podAddr(res)
-		hostVeth := naming.HostVeth("eni", p.ns, p.name)
+		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
 		Expect(res.Interfaces[1].Mac).To(Equal("2"))
 		Expect(res.Interfaces[2].Sandbox).To(Equal("1"))
 		Expect(n.rulesFor(ip)).To(ConsistOf(
@@ -87,7 +87,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		res := n.add(p) // waits for DAD on the real kernel
 		ip := podAddr(res)
 		Expect(ip.Is6()).To(BeTrue(), "ipamd --ipv6 gave %s", ip)
-		hostVeth := naming.HostVeth("eni", p.ns, p.name)
+		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
 		Expect(res.IPs[0].Address.String()).To(Equal(ip.String() + "/128"))
 		Expect(res.Interfaces[1].Mac).To(Equal("254"))
 		hv, err := n.host.LinkByName(hostVeth)

@@ -20,6 +20,7 @@ const (
 	outcomeInvalid    = "invalid-request"
 	outcomeNoIP       = "no-available-ip"
 	outcomeUnknownPod = "unknown-pod"
+	outcomeNotOwner   = "not-owner"
 	outcomeVersion    = "wrong-client-version"
 	outcomeError      = "error"
 	outcomeCheckpoint = "checkpoint-failed"
@@ -99,7 +100,7 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		family = datastore.IPv6
 	}
 	a, err := h.d.store.Assign(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
-		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()},
+		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME(), Netns: req.GetNetns()},
 		family, device)
 	if err != nil {
 		outcome := outcomeError
@@ -138,7 +139,18 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		return nil, errWrongVersion
 	}
 	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
-		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME()})
+		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME(), HostVethIndex: int(req.GetHostVethIndex())})
+	var notOwner *datastore.NotOwnerError
+	if errors.As(err, &notOwner) {
+		// The pod's address was recovered from the kernel and this sandbox
+		// did not prove the recovered veth is its own: a late DEL of an
+		// old sandbox of the same pod must not free the live one's address.
+		log.Warn("release refused: the address was recovered from the kernel for another sandbox of the pod",
+			"outcome", outcomeNotOwner, "ip", notOwner.Held.IP, "heldByHostVeth", notOwner.Held.Key.ContainerID,
+			"heldByIfindex", notOwner.Held.Meta.HostVethIndex, "askingIfindex", notOwner.Claimed)
+		h.d.countDel(outcomeNotOwner, req.GetReason())
+		return nil, status.Error(codes.NotFound, datastore.ErrUnknownPod.Error()+": "+notOwner.Error())
+	}
 	if errors.Is(err, datastore.ErrUnknownPod) && h.d.cfg.PodENI != nil {
 		// The pool never held a branch pod's address: ask who it is.
 		if reply, handled, err := h.delBranch(ctx, log, req); handled {

@@ -22,6 +22,7 @@ func (s *inventory) ListAllocations(_ context.Context, req *rpc.ListAllocationsR
 			NetworkName: a.Key.NetworkName, ContainerId: a.Key.ContainerID, IfName: a.Key.IfName, Ip: a.IP.String(),
 			PodNamespace: a.Meta.PodNamespace, PodName: a.Meta.PodName,
 			DeviceNumber: int32(a.DeviceNumber), RouteTable: int32(a.RouteTable), Recovered: a.Key.Recovered(),
+			Netns: a.Meta.Netns, HostVethIndex: int32(a.Meta.HostVethIndex),
 		})
 	}
 	return out, nil

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/internal/failpoint"
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // restore loads the checkpoint into the datastore (REFERENCE.md §4.1
@@ -52,8 +52,9 @@ func (d *Daemon) restore() error {
 	for _, a := range f.Allocations {
 		ip, _ := a.Addr() // Read validated every address
 		allocs = append(allocs, datastore.Allocation{
-			Key:   datastore.Key{NetworkName: a.NetworkName, ContainerID: a.ContainerID, IfName: a.IfName},
-			Meta:  datastore.Meta{PodNamespace: a.Metadata.K8SPodNamespace, PodName: a.Metadata.K8SPodName},
+			Key: datastore.Key{NetworkName: a.NetworkName, ContainerID: a.ContainerID, IfName: a.IfName},
+			Meta: datastore.Meta{PodNamespace: a.Metadata.K8SPodNamespace, PodName: a.Metadata.K8SPodName,
+				Netns: a.Netns, HostVethIndex: a.HostVethIndex},
 			IP:    ip,
 			Since: a.Time(),
 		})
@@ -80,7 +81,8 @@ func (d *Daemon) adopt(why string) error {
 	}
 	var allocs []datastore.Allocation
 	for _, r := range found {
-		allocs = append(allocs, datastore.Allocation{Key: datastore.RecoveredKey(r.HostVeth), IP: r.IP, Since: d.cfg.Now()})
+		allocs = append(allocs, datastore.Allocation{Key: datastore.RecoveredKey(r.HostVeth), IP: r.IP, Since: d.cfg.Now(),
+			Meta: datastore.Meta{HostVethIndex: r.HostVethIndex}})
 	}
 	kept, dropped := d.store.Restore(allocs)
 	for _, x := range dropped {
@@ -98,7 +100,7 @@ func (d *Daemon) vethPrefixes() []string {
 	if len(d.cfg.VethPrefixes) > 0 {
 		return d.cfg.VethPrefixes
 	}
-	return []string{naming.DefaultVethPrefix, naming.StrictVethPrefix}
+	return []string{ownership.DefaultVethPrefix, ownership.StrictVethPrefix}
 }
 
 // pruneStale is the reference's PruneStaleAllocations (v1.13+): a restored
@@ -112,7 +114,7 @@ func (d *Daemon) pruneStale(kept []datastore.Allocation) int {
 	}
 	n := 0
 	for _, a := range kept {
-		if a.Meta.PodNamespace == "" || a.Meta.PodName == "" || hasLinkWithSuffix(links, naming.PodSuffix(a.Meta.PodNamespace, a.Meta.PodName, 0)) {
+		if a.Meta.PodNamespace == "" || a.Meta.PodName == "" || hasLinkWithSuffix(links, ownership.PodSuffix(a.Meta.PodNamespace, a.Meta.PodName, 0)) {
 			continue
 		}
 		host := &net.IPNet{IP: a.IP.AsSlice(), Mask: net.CIDRMask(a.IP.BitLen(), a.IP.BitLen())}
@@ -142,7 +144,8 @@ func (d *Daemon) checkpointFile() checkpoint.File {
 	for _, a := range d.store.Allocations() {
 		c := checkpoint.Allocation{NetworkName: a.Key.NetworkName, ContainerID: a.Key.ContainerID, IfName: a.Key.IfName,
 			AllocationTimestamp: a.Since.UnixNano(),
-			Metadata:            checkpoint.Metadata{K8SPodNamespace: a.Meta.PodNamespace, K8SPodName: a.Meta.PodName, InterfacesCount: 1}}
+			Metadata:            checkpoint.Metadata{K8SPodNamespace: a.Meta.PodNamespace, K8SPodName: a.Meta.PodName, InterfacesCount: 1},
+			Netns:               a.Meta.Netns, HostVethIndex: a.Meta.HostVethIndex}
 		if a.IP.Is4() {
 			c.IPv4 = a.IP.String()
 		} else {
@@ -171,7 +174,7 @@ func (p poolView) Holders() []reconcile.Holder {
 	for _, a := range p.d.store.Allocations() {
 		h := reconcile.Holder{ID: keyID(a.Key), IP: a.IP, PodNamespace: a.Meta.PodNamespace, PodName: a.Meta.PodName, Since: a.Since}
 		if a.Key.Recovered() {
-			h.HostVeth = a.Key.ContainerID
+			h.HostVeth, h.HostVethIndex = a.Key.ContainerID, a.Meta.HostVethIndex
 		}
 		out = append(out, h)
 	}

@@ -15,12 +15,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // node is a model node namespace where pods' host veths and routes can be
@@ -47,7 +47,7 @@ func newNode(t *testing.T) *node {
 // veth, the /32 route to it in main and rule 512.
 func (n *node) pod(t *testing.T, name string, ip netip.Addr) {
 	t.Helper()
-	veth := naming.HostVeth(naming.DefaultVethPrefix, "default", name)
+	veth := ownership.HostVeth(ownership.DefaultVethPrefix, "default", name)
 	if err := n.k.AddNamespace("pod-" + name); err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +213,17 @@ func TestCorruptCheckpoint(t *testing.T) {
 	if got := rep.IPAllocationMetadata[0].IPv4Addr; got == live.String() {
 		t.Fatalf("the live pod's %s went to a new pod", live)
 	}
-	// The live pod's DEL finds its recovered allocation by its name.
-	del, err := client(t, sock).DelNetwork(ctx(t), delReqFor("web-0"))
+	// A DEL of the pod that cannot prove the recovered veth is its own
+	// (containerd's second DEL of an old sandbox: no netns) frees nothing.
+	if _, err := client(t, sock).DelNetwork(ctx(t), delReqFor("web-0")); status.Code(err) != codes.NotFound {
+		t.Fatalf("DEL of the pod without proof: %v, want NotFound", err)
+	}
+	// The live sandbox's DEL names its veth (the peer of its eth0) and
+	// releases its recovered allocation.
+	veth, _ := n.h.LinkByName(ownership.HostVeth(ownership.DefaultVethPrefix, "default", "web-0"))
+	req := delReqFor("web-0")
+	req.HostVethIndex = int32(veth.Index)
+	del, err := client(t, sock).DelNetwork(ctx(t), req)
 	if err != nil || !del.Success || del.IPAllocationMetadata[0].IPv4Addr != live.String() {
 		t.Fatalf("DEL of the recovered pod: %v %v", del, err)
 	}

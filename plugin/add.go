@@ -8,9 +8,9 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -91,7 +91,7 @@ func (p *Plugin) add(args *skel.CmdArgs) (types.Result, error) {
 }
 
 func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {
-	if _, out, err := p.release(background(), inv, ReasonSetupNSFailed); err != nil {
+	if _, out, err := p.release(background(), inv, ReasonSetupNSFailed, 0); err != nil {
 		inv.log.Warn("could not return the address to ipamd", "outcome", out, "error", err)
 	}
 }
@@ -99,7 +99,7 @@ func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {
 // podFromAddReply turns ipamd's answer into the pod to build.
 func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, int, error) {
 	pod := driver.Pod{
-		HostVeth:    naming.HostVeth(inv.conf.VethPrefix, inv.podNS, inv.podName),
+		HostVeth:    ownership.HostVeth(inv.conf.VethPrefix, inv.podNS, inv.podName),
 		ContainerIf: inv.args.IfName,
 		MTU:         inv.conf.MTUValue(),
 		MACSeed:     inv.args.ContainerID,
@@ -120,7 +120,7 @@ func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, i
 		pod.Branch = b
 		if b.Strict {
 			// Strict mode names the host veth vlan<hash> (REFERENCE.md §2.3).
-			pod.HostVeth = naming.HostVeth(naming.StrictVethPrefix, inv.podNS, inv.podName)
+			pod.HostVeth = ownership.HostVeth(ownership.StrictVethPrefix, inv.podNS, inv.podName)
 		}
 		device = -1
 	}
@@ -133,7 +133,7 @@ func branchFromReply(reply *rpc.AddNetworkReply, strict bool) (*driver.Branch, e
 	mac, err := net.ParseMAC(reply.GetPodENIMAC())
 	gw, gerr := netip.ParseAddr(reply.GetPodENISubnetGW())
 	if vlan < 1 || vlan > 4094 || err != nil || len(mac) != 6 || gerr != nil || reply.GetParentIfIndex() <= 0 ||
-		!driver.IsPodTable(vlan+driver.VlanTableOffset) {
+		!ownership.IsPodTable(vlan+ownership.VlanTableOffset) {
 		return nil, errorf(ErrIpamd, "ipamd's branch ENI is unusable: VLAN %d, MAC %q, gateway %q, trunk ifindex %d",
 			vlan, reply.GetPodENIMAC(), reply.GetPodENISubnetGW(), reply.GetParentIfIndex())
 	}
@@ -155,19 +155,19 @@ func ipsFromMetadata(md []*rpc.IPAllocationMetadata, vlan int) ([]driver.PodIP, 
 			continue
 		}
 		a, err := netip.ParseAddr(text)
-		if err != nil || !driver.ValidPodAddr(a) || (m.GetIPv4Addr() != "" && !a.Is4()) || (m.GetIPv4Addr() == "" && !a.Is6()) {
+		if err != nil || !ownership.ValidPodAddr(a) || (m.GetIPv4Addr() != "" && !a.Is4()) || (m.GetIPv4Addr() == "" && !a.Is6()) {
 			return nil, 0, errorf(ErrIpamd, "ipamd returned %q, not a pod address of its family", text)
 		}
 		table := int(m.GetRouteTableId())
 		switch {
 		case vlan != 0:
-			table = vlan + driver.VlanTableOffset
+			table = vlan + ownership.VlanTableOffset
 		case table == 0 || table == 1:
 			table = kernel.TableMain
 			if m.GetDeviceNumber() > 0 {
 				table = int(m.GetDeviceNumber()) + 1
 			}
-		case !driver.IsPodTable(table):
+		case !ownership.IsPodTable(table):
 			return nil, 0, errorf(ErrIpamd, "ipamd returned route table %d, not a pod table", table)
 		}
 		if device < 0 {

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"github.com/vpccni/vpccni/ownership"
 	"strings"
 	"testing"
 
@@ -166,7 +167,7 @@ func TestDecodeReferenceResults(t *testing.T) {
 			&current.Interface{Name: "dummy0761ccbeace", Mac: "0", Sandbox: "1"}), 2, 1},
 		{"device 0", mk(&current.Interface{Name: testHostVeth}, &current.Interface{Name: "eth0", Sandbox: testNetns},
 			&current.Interface{Name: "dummy0761ccbeace", Mac: "0", Sandbox: "0"}), 254, 0},
-		{"v1.11 (#2048: no dummy)", mk(&current.Interface{Name: testHostVeth}, &current.Interface{Name: "eth0", Sandbox: testNetns}), driver.TableUnknown, -1},
+		{"v1.11 (#2048: no dummy)", mk(&current.Interface{Name: testHostVeth}, &current.Interface{Name: "eth0", Sandbox: testNetns}), ownership.TableUnknown, -1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -66,7 +66,10 @@ func Classify(err error) Outcome {
 }
 
 // release asks ipamd to free the pod's address, within the deadline.
-func (p *Plugin) release(ctx context.Context, inv *invocation, reason string) (*rpc.DelNetworkReply, Outcome, error) {
+// hostVethIndex is the sandbox's proof that it owns an allocation ipamd
+// recovered from the kernel (the peer of its container interface, read
+// before any teardown; 0 when the sandbox's namespace is gone).
+func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, hostVethIndex int) (*rpc.DelNetworkReply, Outcome, error) {
 	if err := p.env.Failpoints.Trigger(FailDelRelease); err != nil {
 		return nil, OutcomeError, err
 	}
@@ -87,6 +90,7 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string) (*
 		ContainerID:                inv.args.ContainerID,
 		IfName:                     inv.args.IfName,
 		NetworkName:                inv.conf.Name,
+		HostVethIndex:              int32(hostVethIndex),
 	})
 	if err != nil {
 		return nil, Classify(err), err

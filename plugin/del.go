@@ -1,14 +1,15 @@
 package plugin
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -22,6 +23,11 @@ type DelRequest struct {
 	State *CleanupState
 	Host  kernel.API
 	Pod   kernel.API
+	// HostVethIndex is the node-side ifindex of the peer of the sandbox's
+	// container interface, read before anything is torn down (0 when the
+	// pod namespace is gone): the sandbox's proof to ipamd that a host
+	// veth ipamd recovered from the kernel is its own.
+	HostVethIndex int
 }
 
 // PrepareDel parses a DEL. Bad netconf, CNI_ARGS or prevResult are CNI
@@ -45,6 +51,11 @@ func (p *Plugin) PrepareDel(args *skel.CmdArgs) (*DelRequest, error) {
 		inv.end()
 		return nil, err
 	}
+	if r.Pod != nil {
+		if r.HostVethIndex, err = ownership.SandboxVeth(r.Pod, args.IfName); err != nil {
+			inv.log.Warn("cannot read the sandbox's container interface; ipamd will get no proof of ownership", "error", err)
+		}
+	}
 	return r, nil
 }
 
@@ -59,7 +70,7 @@ func (r *DelRequest) Log() *slog.Logger { return r.inv.log }
 
 // Release asks ipamd, within the deadline, to free the pod's address.
 func (p *Plugin) Release(r *DelRequest) (*rpc.DelNetworkReply, Outcome, error) {
-	return p.release(background(), r.inv, ReasonPodDeleted)
+	return p.release(background(), r.inv, ReasonPodDeleted, r.HostVethIndex)
 }
 
 // PodFromDelReply is the pod as ipamd's DelNetwork reply describes it (nil
@@ -74,12 +85,12 @@ func (p *Plugin) PodFromDelReply(r *DelRequest, reply *rpc.DelNetworkReply) (*dr
 		return nil, err
 	}
 	pod := &driver.Pod{
-		HostVeth:    naming.HostVeth(r.inv.conf.VethPrefix, r.inv.podNS, r.inv.podName),
+		HostVeth:    ownership.HostVeth(r.inv.conf.VethPrefix, r.inv.podNS, r.inv.podName),
 		ContainerIf: r.inv.args.IfName,
 		IPs:         ips,
 	}
 	if vlan != 0 {
-		if vlan > 4094 || !driver.IsPodTable(vlan+driver.VlanTableOffset) {
+		if vlan > 4094 || !ownership.IsPodTable(vlan+ownership.VlanTableOffset) {
 			return nil, errorf(ErrIpamd, "ipamd named VLAN %d", vlan)
 		}
 		pod.Branch = &driver.Branch{VlanID: vlan}
@@ -118,10 +129,10 @@ func (p *Plugin) Delete(r *DelRequest) error {
 	if r.State != nil {
 		rep, err := p.env.Driver.Teardown(r.Host, r.Pod, r.State.Pod)
 		if err != nil {
-			log.Error("teardown from prevResult failed; keeping the address in ipamd so the retry finds it", "removed", rep.Removed, "error", err)
-			return cniError(types.ErrTryAgainLater, "pod teardown incomplete, retry", err)
+			log.Error("teardown from prevResult failed; keeping the address in ipamd so the retry finds it", "removed", rep.Removed, "notes", rep.Notes, "error", err)
+			return teardownError("prevResult", err)
 		}
-		log.Info("torn down from prevResult", "removed", rep.Removed, "skipped", rep.Skipped)
+		log.Info("torn down from prevResult", "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
 		reply, out, rerr := p.Release(r)
 		if rerr != nil {
 			log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it", "outcome", out, "error", rerr)
@@ -137,7 +148,7 @@ func (p *Plugin) Delete(r *DelRequest) error {
 			return nil
 		}
 		if rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *extra); err != nil {
-			return cniError(types.ErrTryAgainLater, "teardown of addresses ipamd reported failed, retry", err)
+			return teardownError("ipamd's reply", err)
 		} else {
 			log.Info("torn down addresses only ipamd knew", "removed", rep.Removed)
 		}
@@ -168,10 +179,24 @@ func (p *Plugin) Delete(r *DelRequest) error {
 	}
 	rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *src)
 	if err != nil {
-		return cniError(types.ErrTryAgainLater, "pod teardown incomplete, retry", err)
+		log.Error("teardown failed", "source", source, "removed", rep.Removed, "notes", rep.Notes, "error", err)
+		return teardownError(source, err)
 	}
-	log.Info("torn down", "source", source, "ipamd", out, "removed", rep.Removed, "skipped", rep.Skipped)
+	log.Info("torn down", "source", source, "ipamd", out, "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
 	return nil
+}
+
+// teardownError is a failed teardown as the runtime sees it. A source that
+// names an address the node does not show to be a pod's (a forged or stale
+// prevResult, a confused ipamd) is refused with code 7, naming what the
+// node says instead, and nothing of that address was touched; any other
+// failure is code 11: the runtime retries the DEL.
+func teardownError(source string, err error) error {
+	var notPod *driver.NotPodAddressError
+	if errors.As(err, &notPod) {
+		return types.NewError(types.ErrInvalidNetworkConfig, "the "+source+" names an address this node does not show to be a pod's", err.Error())
+	}
+	return cniError(types.ErrTryAgainLater, "pod teardown incomplete, retry", err)
 }
 
 func missingIPs(have, known []driver.PodIP) []driver.PodIP {

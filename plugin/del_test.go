@@ -158,14 +158,16 @@ func TestDelWithoutPrevResult(t *testing.T) {
 	}
 }
 
-// TestDelSendsTheRequest: the reference's fields reach ipamd.
+// TestDelSendsTheRequest: the reference's fields reach ipamd, and the
+// sandbox's proof of ownership: the peer of its eth0 (ifindex 7).
 func TestDelSendsTheRequest(t *testing.T) {
 	r := newRig(t)
 	r.expectHandles(true)
 	r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
 		func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
 			want := &rpc.DelNetworkRequest{ClientVersion: "test", K8S_POD_NAME: "web-1", K8S_POD_NAMESPACE: "default",
-				K8S_POD_INFRA_CONTAINER_ID: "c1", K8S_POD_UID: "u1", Reason: "PodDeleted", ContainerID: "c1", IfName: "eth0", NetworkName: "aws-cni"}
+				K8S_POD_INFRA_CONTAINER_ID: "c1", K8S_POD_UID: "u1", Reason: "PodDeleted", ContainerID: "c1", IfName: "eth0", NetworkName: "aws-cni",
+				HostVethIndex: 7}
 			if req.String() != want.String() {
 				t.Errorf("request\n got %v\nwant %v", req, want)
 			}

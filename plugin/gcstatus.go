@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -16,9 +18,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -150,16 +152,26 @@ func (p *Plugin) collect(host kernel.API, conf *NetConf, a *rpc.Allocation) erro
 		return fmt.Errorf("ipamd listed address %q: %w", a.GetIp(), err)
 	}
 	table := int(a.GetRouteTable())
-	if table == 0 || !driver.IsPodTable(table) {
+	if table == 0 || !ownership.IsPodTable(table) {
 		return fmt.Errorf("ipamd listed table %d for %s", table, ip)
 	}
 	pod := driver.Pod{ContainerIf: a.GetIfName(), IPs: []driver.PodIP{{Addr: ip, Table: table}}}
 	if a.GetPodNamespace() != "" && a.GetPodName() != "" {
-		pod.HostVeth = naming.HostVeth(conf.VethPrefix, a.GetPodNamespace(), a.GetPodName())
+		pod.HostVeth = ownership.HostVeth(conf.VethPrefix, a.GetPodNamespace(), a.GetPodName())
 	}
-	// The pod's namespace is the runtime's and gone: only the node side.
-	// The ownership checks leave the rules of an address that moved on.
-	rep, err := p.env.Driver.Teardown(host, nil, pod)
+	// The runtime names no namespace for an attachment it no longer
+	// lists, but ipamd recorded the one its ADD named. If that sandbox
+	// still exists, its container interface's peer is the host veth the
+	// address is routed to, which proves the route and rules are this
+	// attachment's (a same-named veth would not). If it is gone, so is
+	// the veth, and only the node side is left. The ownership checks
+	// leave the rules of an address that moved on.
+	sandbox, err := p.gcSandbox(a.GetNetns())
+	if err != nil {
+		return err
+	}
+	defer closeAll(sandbox)
+	rep, err := p.env.Driver.Teardown(host, sandbox, pod)
 	if err != nil {
 		return err
 	}
@@ -184,4 +196,24 @@ func (p *Plugin) collect(host kernel.API, conf *NetConf, a *rpc.Allocation) erro
 		return err
 	}
 	return nil
+}
+
+// gcSandbox opens the pod namespace ipamd recorded for an attachment: nil
+// when none was recorded (an allocation from a checkpoint the reference
+// wrote) or it no longer exists.
+func (p *Plugin) gcSandbox(netns string) (kernel.API, error) {
+	if netns == "" {
+		return nil, nil
+	}
+	if !filepath.IsAbs(netns) || filepath.Clean(netns) != netns {
+		return nil, fmt.Errorf("ipamd recorded pod namespace %q, which is not a clean absolute path", netns)
+	}
+	h, err := p.env.Kernel.Open(netns)
+	if errors.Is(err, kernel.ErrNamespaceGone) || errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the pod namespace %s ipamd recorded: %w", netns, err)
+	}
+	return h, nil
 }

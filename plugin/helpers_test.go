@@ -54,6 +54,9 @@ func (r *rig) expectHandles(podAlive bool) {
 	if podAlive {
 		r.opener.EXPECT().Open(testNetns).Return(r.pod, nil)
 		r.pod.EXPECT().Close().Return(nil)
+		// A DEL reads the peer of its container interface first: its
+		// proof of ownership for ipamd (ifindex 7, the host veth).
+		r.pod.EXPECT().LinkByName("eth0").Return(kernel.Link{Index: 2, Name: "eth0", Kind: kernel.KindVeth, ParentIndex: 7}, nil).AnyTimes()
 	} else {
 		r.opener.EXPECT().Open(testNetns).Return(nil, kernel.ErrNamespaceGone)
 	}

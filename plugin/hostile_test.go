@@ -8,9 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/plugin/driver"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // hostileCase is one crafted prevResult for the victim's DEL.
@@ -89,7 +88,7 @@ func padded(n int) func(*hostileWorld, map[string]any) any {
 		ips := []any{ipOn(1, w.victim.ip+"/32")}
 		for i := 0; len(out) < n-1; i++ {
 			if i%2 == 0 {
-				out = append(out, map[string]any{"name": naming.HostVeth("eni", "default", neighName)})
+				out = append(out, map[string]any{"name": ownership.HostVeth("eni", "default", neighName)})
 				continue
 			}
 			out = append(out, map[string]any{"name": fmt.Sprintf("mNicIf%d", i), "sandbox": w.victim.netns, "mac": "2"})
@@ -133,12 +132,13 @@ var hostileCases = []hostileCase{
 	{name: "container mac 254 on a branch pod (VLAN 7)", victimDevice: 1, craft: setTable("254", "7", "-"), want: rejected},
 	// Legal: device 0 is the primary ENI, whose table is main.
 	{name: "container mac 254, device 0 (legal)", victimDevice: 0, craft: setTable("254", "0", "0"), want: clean},
-	// Accepted: the container mac (v1.20+) takes precedence over the
-	// dummy's device number, as in the reference, so this reads as a main
-	// table pod. The lie can only under-delete: the victim's 1536 rule
-	// (table 2) stays for ipamd's reconciler; nothing else is touched.
-	{name: "container mac 254, device 1 (accepted, under-deletes)", victimDevice: 1, craft: setTable("254", "0", "1"),
-		want: outcome{tornDown: true, released: true, kept: []string{"rule 1536: from 10.0.2.11 lookup 2"}}},
+	// Accepted, and the node wins: the container mac (v1.20+) says main,
+	// but the node shows 10.0.2.11 in eth1's subnet, whose pods use table
+	// 2, so the victim's 1536 rule goes too before the address is released.
+	{name: "container mac 254, device 1 (the node's table wins)", victimDevice: 1, craft: setTable("254", "0", "1"), want: clean},
+	// A wrong but valid pod table: the same. Tearing down only table 100
+	// would release the address with its rule 1536 still there.
+	{name: "container mac 100 for a pod in table 2 (the node's table wins)", victimDevice: 1, craft: setTable("100", "0", "1"), want: clean},
 
 	// Size and shape.
 	{name: "50 interfaces (addresses on other interfaces are ignored)", victimDevice: 1, craft: padded(50), want: clean},
@@ -165,17 +165,30 @@ var hostileCases = []hostileCase{
 	// its eth0 with the namespace handle, its rules from ipamd's reply.
 	{name: "ips names the live neighbour's address", victimDevice: 1,
 		craft: func(w *hostileWorld, p map[string]any) any { return setIPs(ipOn(1, w.neigh.ip+"/32"))(w, p) }, want: clean},
-	// KNOWN LIMIT: `1536: from 192.168.7.7 lookup 2` (and its IPv6 twin)
-	// has a pod rule's exact shape (pod priority, a /32, a pod table) and
-	// the kernel shows no holder for 192.168.7.7 (no main route), which is
-	// also what a pod whose veth went with its namespace looks like. By
-	// DESIGN.md's definition ("rules at its own priorities whose selector
-	// is exactly the pod's /32") it is the plugin's, and it goes. Pinned
-	// here so that a fix shows up as a change of this line.
-	{name: "ips names a pod-shaped foreign rule's address (known limit)", victimDevice: 1,
-		craft: setIPs(ipOn(1, "10.0.2.11/32"), ipOn(1, "192.168.7.7/32"), ipOn(1, "2001:db8::7/128")),
-		want: outcome{tornDown: true, released: true,
-			alsoRemoved: []string{"rule 1536: from 192.168.7.7 lookup 2", "rule 1536: inet6 from 2001:db8::7 lookup 2"}}},
+	// `1536: from 192.168.7.7 lookup 2` (and its IPv6 twin) has a pod
+	// rule's exact shape, and the kernel shows no holder for 192.168.7.7,
+	// which is also what a pod whose veth went with its namespace looks
+	// like. But no ENI of the node has 192.168.7.7 in its subnet: it is no
+	// pod's address here, so the prevResult is refused (code 7) and
+	// nothing of the victim either is touched.
+	{name: "ips names a pod-shaped foreign rule's address", victimDevice: 1,
+		craft: setIPs(ipOn(1, "10.0.2.11/32"), ipOn(1, "192.168.7.7/32"), ipOn(1, "2001:db8::7/128")), want: rejected},
+	// The same, alone, with foreign rules of that address at both pod
+	// priorities and a table of the prevResult's choosing.
+	{name: "ips names foreign rules' address, table 100", victimDevice: 1,
+		foreign: []kernel.Rule{
+			{Priority: ownership.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.99.0.5/32"), Table: kernel.TableMain},
+			{Priority: ownership.PrioFromPod, Family: kernel.FamilyV4, Src: mustNet("10.99.0.5/32"), Table: 100},
+		},
+		craft: func(w *hostileWorld, p map[string]any) any {
+			return setIPs(ipOn(1, "10.99.0.5/32"))(w, setTable("100", "0", "1")(w, p).(map[string]any))
+		},
+		want: rejected},
+	// The node's own addresses are never a pod's: eth1's primary address
+	// with a rule 512 of its shape stays, and so does everything else.
+	{name: "ips names the node's own address", victimDevice: 1,
+		foreign: []kernel.Rule{{Priority: ownership.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.0.2.10/32"), Table: kernel.TableMain}},
+		craft:   setIPs(ipOn(1, "10.0.2.11/32"), ipOn(1, "10.0.2.10/32")), want: rejected},
 
 	// A genuine result, but a foreign `512: to <victim> iif eth0 lookup
 	// main` is listed before the victim's 512 rule: the kernel would take
@@ -183,7 +196,7 @@ var hostileCases = []hostileCase{
 	// victim's rule is left, DEL fails with a retryable error naming the
 	// foreign rule, and the address is not released while its rule stays.
 	{name: "genuine result, a foreign iif rule shadows the victim's 512", victimDevice: 1,
-		foreign: []kernel.Rule{{Priority: driver.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.0.2.11/32"), IifName: "eth0", Table: kernel.TableMain}},
+		foreign: []kernel.Rule{{Priority: ownership.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.0.2.11/32"), IifName: "eth0", Table: kernel.TableMain}},
 		craft:   func(_ *hostileWorld, p map[string]any) any { return p },
 		want:    outcome{code: types.ErrTryAgainLater, tornDown: true, kept: []string{"rule 512: from all to 10.0.2.11 lookup main"}}},
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"io"
 	"net"
 	"os"
@@ -99,11 +100,11 @@ type hostileWorld struct {
 func foreignRules(victimIP string) []kernel.Rule {
 	v4, v6 := kernel.FamilyV4, kernel.FamilyV6
 	return []kernel.Rule{
-		{Priority: driver.PrioToPod, Family: v4, Dst: mustNet("10.0.0.0/24"), Table: kernel.TableMain},
-		{Priority: driver.PrioFromPod, Family: v4, Src: mustNet("192.168.7.7/32"), Table: 2},
-		{Priority: driver.PrioToPod, Family: v4, Dst: mustNet(victimIP + "/32"), Table: kernel.TableLocal},
-		{Priority: driver.PrioToPod, Family: v6, Dst: mustNet("2001:db8::/64"), Table: kernel.TableMain},
-		{Priority: driver.PrioFromPod, Family: v6, Src: mustNet("2001:db8::7/128"), Table: 2},
+		{Priority: ownership.PrioToPod, Family: v4, Dst: mustNet("10.0.0.0/24"), Table: kernel.TableMain},
+		{Priority: ownership.PrioFromPod, Family: v4, Src: mustNet("192.168.7.7/32"), Table: 2},
+		{Priority: ownership.PrioToPod, Family: v4, Dst: mustNet(victimIP + "/32"), Table: kernel.TableLocal},
+		{Priority: ownership.PrioToPod, Family: v6, Dst: mustNet("2001:db8::/64"), Table: kernel.TableMain},
+		{Priority: ownership.PrioFromPod, Family: v6, Src: mustNet("2001:db8::7/128"), Table: 2},
 	}
 }
 

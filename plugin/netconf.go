@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // Defaults of the netconf (REFERENCE.md §1.3).
@@ -76,9 +76,9 @@ func (c *NetConf) validate() error {
 		return fmt.Errorf("cniVersion is missing")
 	}
 	if c.VethPrefix == "" {
-		c.VethPrefix = naming.DefaultVethPrefix
+		c.VethPrefix = ownership.DefaultVethPrefix
 	}
-	if err := naming.ValidatePrefix(c.VethPrefix); err != nil {
+	if err := ownership.ValidatePrefix(c.VethPrefix); err != nil {
 		return err
 	}
 	c.mtu = DefaultMTU

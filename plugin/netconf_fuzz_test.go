@@ -13,7 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // The netconf, CNI_ARGS and prevResult come from files and processes the
@@ -121,10 +121,10 @@ func fzCheckNetConf(t *testing.T, c *NetConf) {
 	}
 	// The host veth is <prefix><11 hex digits>: a prefix outside naming's
 	// rules makes a name Linux refuses (or one that is not ours).
-	if err := naming.ValidatePrefix(c.VethPrefix); err != nil {
+	if err := ownership.ValidatePrefix(c.VethPrefix); err != nil {
 		t.Fatalf("accepted vethPrefix %q: %v", c.VethPrefix, err)
 	}
-	if n := len(naming.HostVeth(c.VethPrefix, "default", "web-1")); n > 15 {
+	if n := len(ownership.HostVeth(c.VethPrefix, "default", "web-1")); n > 15 {
 		t.Fatalf("vethPrefix %q makes a %d-byte link name", c.VethPrefix, n)
 	}
 	if m := c.MTUValue(); m < MinMTU || m > MaxMTU {

@@ -10,8 +10,8 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/types/create"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -68,7 +68,7 @@ func encodeResult(pod driver.Pod, netns string, device int, podNS, podName strin
 		idx := 1
 		r.IPs = append(r.IPs, &current.IPConfig{Interface: &idx, Address: *hostIPNet(ip.Addr), Gateway: gw})
 	}
-	dummy := &current.Interface{Name: naming.Dummy(podNS, podName), Mac: strconv.Itoa(vlanID)}
+	dummy := &current.Interface{Name: ownership.Dummy(podNS, podName), Mac: strconv.Itoa(vlanID)}
 	if vlanID == 0 {
 		dummy.Sandbox = strconv.Itoa(device)
 	}
@@ -113,12 +113,12 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 	if ci < 0 {
 		return nil, badPrev("no interface %q with a sandbox", ifName)
 	}
-	st.Pod.HostVeth = naming.HostVeth(vethPrefix, podNS, podName)
+	st.Pod.HostVeth = ownership.HostVeth(vethPrefix, podNS, podName)
 	if ci > 0 && res.Interfaces[ci-1] != nil && res.Interfaces[ci-1].Sandbox == "" {
 		hv := res.Interfaces[ci-1].Name
-		if len(hv) > kernel.MaxLinkNameLen || !naming.HasPodSuffix(hv, podNS, podName) ||
-			naming.ValidatePrefix(hv[:len(hv)-naming.SuffixLen]) != nil {
-			return nil, badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, naming.PodSuffix(podNS, podName, 0))
+		if len(hv) > kernel.MaxLinkNameLen || !ownership.HasPodSuffix(hv, podNS, podName) ||
+			ownership.ValidatePrefix(hv[:len(hv)-ownership.SuffixLen]) != nil {
+			return nil, badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, ownership.PodSuffix(podNS, podName, 0))
 		}
 		st.Pod.HostVeth = hv
 	}
@@ -132,8 +132,8 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 	if st.VlanID != 0 {
 		// A branch pod's table is its VLAN's; the dummy is the source of
 		// truth (as in the reference), the container mac must agree.
-		vt := st.VlanID + driver.VlanTableOffset
-		if !driver.IsPodTable(vt) || (res.Interfaces[ci].Mac != "" && table != vt) {
+		vt := st.VlanID + ownership.VlanTableOffset
+		if !ownership.IsPodTable(vt) || (res.Interfaces[ci].Mac != "" && table != vt) {
 			return nil, badPrev("VLAN %d and route table %q disagree (want table %d)", st.VlanID, res.Interfaces[ci].Mac, vt)
 		}
 		table = vt
@@ -152,7 +152,7 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 		a, ok := netip.AddrFromSlice(ipc.Address.IP)
 		ones, bits := ipc.Address.Mask.Size()
 		a = a.Unmap()
-		if !ok || !driver.ValidPodAddr(a) || ones != a.BitLen() || (bits != 32 && bits != 128) {
+		if !ok || !ownership.ValidPodAddr(a) || ones != a.BitLen() || (bits != 32 && bits != 128) {
 			return nil, badPrev("ips[%d] %s is not a pod host address (/32 or /128)", i, ipc.Address.String())
 		}
 		st.Pod.IPs = append(st.Pod.IPs, driver.PodIP{Addr: a, Table: table})
@@ -161,7 +161,7 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 }
 
 func decodeDummy(res *current.Result, st *CleanupState, podNS, podName string) error {
-	want := naming.Dummy(podNS, podName)
+	want := ownership.Dummy(podNS, podName)
 	for _, itf := range res.Interfaces {
 		if itf == nil || itf.Name != want {
 			continue
@@ -195,7 +195,7 @@ func decodeTable(mac string, device int) (int, error) {
 		case device > 0:
 			return device + 1, nil
 		}
-		return driver.TableUnknown, nil
+		return ownership.TableUnknown, nil
 	}
 	t, err := strictInt(mac, 1, 65535)
 	if err != nil {
@@ -204,7 +204,7 @@ func decodeTable(mac string, device int) (int, error) {
 	if t == 1 { // the reference's legacy encoding of main
 		return kernel.TableMain, nil
 	}
-	if !driver.IsPodTable(t) {
+	if !ownership.IsPodTable(t) {
 		return 0, badPrev("route table %d is not a pod table", t)
 	}
 	return t, nil

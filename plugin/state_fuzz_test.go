@@ -19,11 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
-	"github.com/vpccni/vpccni/plugin/driver"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // fzFakeIpamd answers AddNetwork with a fixed reply and DelNetwork with
@@ -169,7 +168,7 @@ func fzSeedResults(tb testing.TB) [][]byte {
 	} {
 		for _, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 			k, trunk := fzNewKernel(tb)
-			res := fzAddPod(tb, k, trunk, p, v, naming.DefaultVethPrefix)
+			res := fzAddPod(tb, k, trunk, p, v, ownership.DefaultVethPrefix)
 			b, err := json.Marshal(res)
 			fzMust(tb, err)
 			out = append(out, b)
@@ -201,17 +200,17 @@ func FuzzDecodeCleanupState(f *testing.F) {
 			CNIVersion string `json:"cniVersion"`
 		}
 		fzMust(f, json.Unmarshal(b, &v))
-		f.Add(b, v.CNIVersion, naming.DefaultVethPrefix, "eth0")
+		f.Add(b, v.CNIVersion, ownership.DefaultVethPrefix, "eth0")
 	}
 
 	// The node, once per process: the neighbours, then web-1. What the
 	// node had before web-1 is what no DEL of web-1 may remove.
 	base, trunk := fzNewKernel(f)
 	for _, p := range fzNeighbours {
-		fzAddPod(f, base, trunk, p, "1.0.0", naming.DefaultVethPrefix)
+		fzAddPod(f, base, trunk, p, "1.0.0", ownership.DefaultVethPrefix)
 	}
 	before := fzSnapshotAll(f, base)
-	fzAddPod(f, base, trunk, fzOwnPod, "1.0.0", naming.DefaultVethPrefix)
+	fzAddPod(f, base, trunk, fzOwnPod, "1.0.0", ownership.DefaultVethPrefix)
 	after := fzSnapshotAll(f, base)
 	protected := map[string][]string{}
 	for ns, lines := range before {
@@ -281,8 +280,8 @@ func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName s
 		t.Fatalf("state names device %d", st.DeviceNumber)
 	}
 	if st.VlanID != 0 {
-		if st.VlanID < 1 || st.VlanID > 4094 || !driver.IsPodTable(st.VlanID+driver.VlanTableOffset) {
-			t.Fatalf("state names VLAN %d (table %d)", st.VlanID, st.VlanID+driver.VlanTableOffset)
+		if st.VlanID < 1 || st.VlanID > 4094 || !ownership.IsPodTable(st.VlanID+ownership.VlanTableOffset) {
+			t.Fatalf("state names VLAN %d (table %d)", st.VlanID, st.VlanID+ownership.VlanTableOffset)
 		}
 		if st.Pod.Branch == nil || st.Pod.Branch.VlanID != st.VlanID {
 			t.Fatalf("VLAN %d but branch %+v", st.VlanID, st.Pod.Branch)
@@ -312,15 +311,15 @@ func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName s
 		t.Fatalf("state has %d addresses, the result gave interface %d %d", len(st.Pod.IPs), ci, len(given))
 	}
 	for i, ip := range st.Pod.IPs {
-		if ip.Addr != given[i] || !driver.ValidPodAddr(ip.Addr) {
+		if ip.Addr != given[i] || !ownership.ValidPodAddr(ip.Addr) {
 			t.Fatalf("state address %s: the result gave %s", ip.Addr, given[i])
 		}
 		switch {
 		case st.VlanID != 0:
-			if ip.Table != st.VlanID+driver.VlanTableOffset {
+			if ip.Table != st.VlanID+ownership.VlanTableOffset {
 				t.Fatalf("branch pod on VLAN %d: %s", st.VlanID, ip)
 			}
-		case ip.Table == driver.TableUnknown:
+		case ip.Table == ownership.TableUnknown:
 			// Only a result that recorded neither the table (container
 			// mac) nor the device (dummy sandbox): a reference before
 			// v1.12.1. Teardown then matches the pod's own 1536 rules
@@ -328,7 +327,7 @@ func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName s
 			if res.Interfaces[ci].Mac != "" || st.DeviceNumber >= 0 {
 				t.Fatalf("table unknown although the result says mac %q, device %d", res.Interfaces[ci].Mac, st.DeviceNumber)
 			}
-		case !driver.IsPodTable(ip.Table) || ip.Table == kernel.TableLocal || ip.Table == kernel.TableDefault:
+		case !ownership.IsPodTable(ip.Table) || ip.Table == kernel.TableLocal || ip.Table == kernel.TableDefault:
 			t.Fatalf("state names table %d for %s", ip.Table, ip.Addr)
 		}
 	}
@@ -342,12 +341,12 @@ func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName s
 // CHECK and the logs).
 func fzCheckHostVeth(t *testing.T, hv, vethPrefix string) {
 	t.Helper()
-	suffix := naming.PodSuffix("default", "web-1", 0)
+	suffix := ownership.PodSuffix("default", "web-1", 0)
 	prefix, ok := strings.CutSuffix(hv, suffix)
 	switch {
-	case hv == naming.HostVeth(vethPrefix, "default", "web-1"), hv == naming.HostVeth(naming.StrictVethPrefix, "default", "web-1"):
-	case !ok || len(hv) > kernel.MaxLinkNameLen || naming.ValidatePrefix(prefix) != nil:
-		t.Fatalf("state names host veth %q; the pod's is <prefix>%s with a valid prefix (%q here, or %q)", hv, suffix, vethPrefix, naming.StrictVethPrefix)
+	case hv == ownership.HostVeth(vethPrefix, "default", "web-1"), hv == ownership.HostVeth(ownership.StrictVethPrefix, "default", "web-1"):
+	case !ok || len(hv) > kernel.MaxLinkNameLen || ownership.ValidatePrefix(prefix) != nil:
+		t.Fatalf("state names host veth %q; the pod's is <prefix>%s with a valid prefix (%q here, or %q)", hv, suffix, vethPrefix, ownership.StrictVethPrefix)
 	}
 }
 

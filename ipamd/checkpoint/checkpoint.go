@@ -57,6 +57,15 @@ type Allocation struct {
 	// nanoseconds.
 	AllocationTimestamp int64    `json:"allocationTimestamp"`
 	Metadata            Metadata `json:"metadata"`
+	// Netns and HostVethIndex are vpccni's only additions to the format,
+	// both omitted when empty, and both skipped as unknown fields by the
+	// reference's reader (a file moves between the two either way). Netns
+	// is the pod namespace the sandbox's ADD named (GC finds the
+	// sandbox's host veth through it); HostVethIndex, for an allocation
+	// recovered from the kernel, the ifindex of the host veth it was
+	// recovered from (a DEL must name it to release the address).
+	Netns         string `json:"netns,omitempty"`
+	HostVethIndex int    `json:"hostVethIndex,omitempty"`
 }
 
 // Metadata describes the pod holding an allocation. The reference keeps an

@@ -22,7 +22,7 @@ import (
 	"unicode"
 
 	"github.com/vpccni/vpccni/cloud"
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // ErrUnknownPod is returned by Release for a key that holds nothing. Its
@@ -55,7 +55,8 @@ const DefaultCooldown = 30 * time.Second
 
 // RecoveredNetwork marks an allocation rebuilt from the kernel's own
 // objects (a corrupt or lost checkpoint): its ContainerID is the host
-// veth's name, and a DEL finds it by the pod's name hash.
+// veth's name, and only a DEL whose sandbox proves it owns that veth
+// releases it (see Release).
 const RecoveredNetwork = "_recovered-from-kernel"
 
 // Family is an address family.
@@ -99,11 +100,21 @@ func (k Key) valid() bool {
 // Recovered reports whether the key is one Restore made from the kernel.
 func (k Key) Recovered() bool { return k.NetworkName == RecoveredNetwork }
 
-// Meta describes the pod holding an allocation. It is informational (logs,
-// reconciliation): the key alone decides who holds what.
+// Meta describes the pod holding an allocation, or, in a Release, the
+// sandbox asking. The key alone decides who holds an assigned address;
+// Meta serves the logs, the reconciler, GC, and the one case the key
+// cannot decide: an allocation recovered from the kernel.
 type Meta struct {
-	PodNamespace string `json:"k8sPodNamespace,omitempty"`
-	PodName      string `json:"k8sPodName,omitempty"`
+	PodNamespace string
+	PodName      string
+	// Netns is the pod namespace the sandbox's ADD named: GC finds the
+	// sandbox's host veth through it.
+	Netns string
+	// HostVethIndex is, in an allocation recovered from the kernel, the
+	// ifindex of the host veth it was recovered from; in a Release, the
+	// ifindex of the host veth that is the peer of the asking sandbox's
+	// container interface (0: the sandbox could not say).
+	HostVethIndex int
 }
 
 // Allocation is one assigned address and where it lives.
@@ -292,32 +303,61 @@ func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr, now time.Tim
 	return a
 }
 
-// Release frees key's address, starts its cooldown, and returns the
-// allocation it was, so the caller can tear the pod down from it. A key
-// that holds nothing (never assigned, already released, or assigned before
-// a restart that lost it) is ErrUnknownPod — unless meta names a pod whose
-// address was recovered from the kernel: that allocation is keyed by the
-// pod's host veth, and the pod's name hash finds it.
+// Release frees an address for its owner only, starts its cooldown, and
+// returns the allocation it was, so the caller can tear the pod down from
+// it. The owner is the sandbox the key names. An allocation recovered from
+// the kernel names no sandbox, only a host veth: it is released to a
+// sandbox of that pod (meta's name hash) that proves it owns that very
+// veth (meta.HostVethIndex, the peer of its container interface, equal to
+// the one recorded at recovery). A same-named veth is not proof: a pod
+// recreated with the same name gets one, and a late DEL of its old sandbox
+// must not free the new sandbox's address.
+//
+// A key that holds nothing is ErrUnknownPod; a recovered allocation of the
+// pod that the sandbox could not prove it owns is a *NotOwnerError, which
+// is also ErrUnknownPod (nothing was released for this sandbox).
 func (s *Store) Release(key Key, meta Meta) (Allocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.allocs[key]
 	if !ok {
-		if a, ok = s.recoveredFor(meta); !ok {
+		rec, found := s.recoveredFor(meta)
+		if !found {
 			return Allocation{}, ErrUnknownPod
 		}
+		if meta.HostVethIndex == 0 || meta.HostVethIndex != rec.Meta.HostVethIndex {
+			return Allocation{}, &NotOwnerError{Held: rec, Claimed: meta.HostVethIndex}
+		}
+		a = rec
 	}
 	s.drop(a)
 	s.cooling[a.IP] = s.opt.Now()
 	return a, nil
 }
 
+// NotOwnerError is a release refused: the pod has an allocation recovered
+// from the kernel, and the asking sandbox did not prove it owns the host
+// veth the allocation was recovered from.
+type NotOwnerError struct {
+	Held    Allocation // the recovered allocation, still held
+	Claimed int        // the host veth ifindex the sandbox gave (0: none)
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("datastore: %s is held by host veth %s (ifindex %d, recovered from the kernel); the asking sandbox named ifindex %d",
+		e.Held.IP, e.Held.Key.ContainerID, e.Held.Meta.HostVethIndex, e.Claimed)
+}
+
+// Is makes a refusal read as ErrUnknownPod: nothing is released for the
+// asking sandbox, and the reference's plugin knows that answer.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrUnknownPod }
+
 // recoveredFor finds the recovered allocation of the pod meta names.
 func (s *Store) recoveredFor(meta Meta) (Allocation, bool) {
 	if meta.PodNamespace == "" || meta.PodName == "" {
 		return Allocation{}, false
 	}
-	suffix := naming.PodSuffix(meta.PodNamespace, meta.PodName, 0)
+	suffix := ownership.PodSuffix(meta.PodNamespace, meta.PodName, 0)
 	for k, a := range s.allocs {
 		if k.Recovered() && strings.HasSuffix(k.ContainerID, suffix) {
 			return a, true

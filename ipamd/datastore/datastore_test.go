@@ -57,7 +57,7 @@ func mustAssign(t *testing.T, s *Store, k Key, prefer int) Allocation {
 func TestAssignIdempotent(t *testing.T) {
 	s := store(t, "m5.large")
 	a := mustAssign(t, s, key(1), -1)
-	want := Allocation{Key: key(1), Meta: Meta{"default", "c1"}, IP: netip.MustParseAddr("10.0.1.11"), DeviceNumber: 0, RouteTable: TableMain,
+	want := Allocation{Key: key(1), Meta: Meta{PodNamespace: "default", PodName: "c1"}, IP: netip.MustParseAddr("10.0.1.11"), DeviceNumber: 0, RouteTable: TableMain,
 		Since: fixedClock().Now()}
 	if a != want {
 		t.Fatalf("first assign %+v", a)

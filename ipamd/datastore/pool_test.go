@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 func addrs(ss ...string) []netip.Addr {
@@ -168,21 +168,34 @@ func TestRestore(t *testing.T) {
 }
 
 // TestRecoveredRelease: an allocation rebuilt from the kernel is keyed by
-// the host veth; the pod's DEL finds it by the pod's name.
+// the host veth; only a sandbox of the pod that names that veth's ifindex
+// (the peer of its container interface) releases it. A sandbox of the same
+// pod that cannot (containerD's second DEL of an old sandbox, with no
+// netns) or names another veth is refused, and the address stays held.
 func TestRecoveredRelease(t *testing.T) {
 	c := fixedClock()
 	s := bare(t, c, 0, "10.0.1.11")
-	veth := naming.HostVeth(naming.DefaultVethPrefix, "default", "web-0")
-	s.Restore([]Allocation{{Key: RecoveredKey(veth), IP: netip.MustParseAddr("10.0.1.11")}})
+	veth := ownership.HostVeth(ownership.DefaultVethPrefix, "default", "web-0")
+	s.Restore([]Allocation{{Key: RecoveredKey(veth), IP: netip.MustParseAddr("10.0.1.11"), Meta: Meta{HostVethIndex: 7}}})
 	if _, err := s.Assign(RecoveredKey("eni0123"), Meta{}, IPv4, -1); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("a caller took a recovered key: %v", err)
 	}
-	if _, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "web-1"}); !errors.Is(err, ErrUnknownPod) {
+	if _, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "web-1", HostVethIndex: 7}); !errors.Is(err, ErrUnknownPod) {
 		t.Fatalf("another pod's DEL released it: %v", err)
 	}
-	a, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "web-0"})
+	for _, claimed := range []int{0, 8} {
+		_, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "web-0", HostVethIndex: claimed})
+		var refused *NotOwnerError
+		if !errors.As(err, &refused) || !errors.Is(err, ErrUnknownPod) || refused.Held.IP != netip.MustParseAddr("10.0.1.11") {
+			t.Fatalf("a sandbox of the pod naming ifindex %d: %v, want a refusal", claimed, err)
+		}
+		if _, held := s.HolderOf(netip.MustParseAddr("10.0.1.11")); !held {
+			t.Fatalf("a refused release (ifindex %d) freed the address", claimed)
+		}
+	}
+	a, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "web-0", HostVethIndex: 7})
 	if err != nil || a.IP != netip.MustParseAddr("10.0.1.11") {
-		t.Fatalf("the pod's DEL: %+v %v", a, err)
+		t.Fatalf("the owning sandbox's DEL: %+v %v", a, err)
 	}
 }
 

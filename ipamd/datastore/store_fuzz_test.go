@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
-	"github.com/vpccni/vpccni/internal/naming"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // FuzzStore drives the allocator with sequences of the calls ipamd makes
@@ -75,16 +75,21 @@ func FuzzStore(f *testing.F) {
 
 const fzCooldown = 30 * time.Second
 
+// fzRecoveredIndex is the ifindex of the host veths the recovered
+// allocations were rebuilt from.
+const fzRecoveredIndex = 7
+
 var (
 	fzV6Prefix  = netip.MustParsePrefix("2600:1f14:a::/120")
 	fzTrunkAddr = netip.MustParseAddr("10.0.9.9")
 	// fzRecovered is the pod whose allocations Restore rebuilt from the
 	// kernel (keys 6 and 7: its eni and vlan veths).
-	fzRecovered = Meta{PodNamespace: "default", PodName: "web-7"}
+	fzRecovered = Meta{PodNamespace: "default", PodName: "web-7", HostVethIndex: fzRecoveredIndex}
 	fzKeys      = []Key{key(0), key(1), key(2), {NetworkName: "aws-cni", ContainerID: "c3", IfName: "eth1"},
 		{NetworkName: "aws-cni", ContainerID: "c0", IfName: "eth1"}, {ContainerID: "c5", IfName: "eth0"},
-		RecoveredKey("eni" + naming.PodSuffix("default", "web-7", 0)), RecoveredKey("vlan" + naming.PodSuffix("default", "web-7", 0))}
-	fzMetas = []Meta{{}, fzRecovered, {PodNamespace: "default", PodName: "web-1"}}
+		RecoveredKey("eni" + ownership.PodSuffix("default", "web-7", 0)), RecoveredKey("vlan" + ownership.PodSuffix("default", "web-7", 0))}
+	fzMetas = []Meta{{}, fzRecovered, {PodNamespace: "default", PodName: "web-1"},
+		{PodNamespace: "default", PodName: "web-7"}, {PodNamespace: "default", PodName: "web-7", HostVethIndex: fzRecoveredIndex + 1}}
 	// fzRestoreIPs: pool addresses, the trunk's, one off the pool, the
 	// IPv6 prefix's first host and its network address, none.
 	fzRestoreIPs = []netip.Addr{netip.MustParseAddr("10.0.1.11"), netip.MustParseAddr("10.0.1.12"), netip.MustParseAddr("10.0.2.11"),
@@ -226,9 +231,10 @@ func (m *fzModel) apply(t *testing.T, s *Store, c *clock, op, arg byte) {
 		}
 		want, isHeld := m.held[k]
 		var candidates []Key // what a Release by name may find instead
-		if !isHeld && op == 2 && meta.PodName != "" {
+		// Only a sandbox naming the recovered veth's ifindex may.
+		if !isHeld && op == 2 && meta.PodName != "" && meta.HostVethIndex == fzRecoveredIndex {
 			for hk := range m.held {
-				if hk.Recovered() && naming.HasPodSuffix(hk.ContainerID, meta.PodNamespace, meta.PodName) {
+				if hk.Recovered() && ownership.HasPodSuffix(hk.ContainerID, meta.PodNamespace, meta.PodName) {
 					candidates = append(candidates, hk)
 				}
 			}

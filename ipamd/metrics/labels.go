@@ -31,6 +31,7 @@ var requestResults = setOf(
 	"invalid-request",
 	"no-available-ip",
 	"unknown-pod",
+	"not-owner",
 	"wrong-client-version",
 	"error",
 	"branch-eni-assigned",

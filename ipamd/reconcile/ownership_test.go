@@ -5,21 +5,26 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/ipamd/reconcile/internal/scene"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // TestOwnsOnlyExactPodRules: shape by shape, what ipamd owns.
 func TestOwnsOnlyExactPodRules(t *testing.T) {
 	pool := scene.NewPool(scene.Ranges...)
+	w := modelWorld(t)
+	must(t, w.Prepare())
+	node, err := ownership.ReadNode(w.Node)
+	must(t, err)
+	scope := ownership.Scope{Node: node, InPool: pool.IsPodAddress}
 	v4, v6 := kernel.FamilyV4, kernel.FamilyV6
 	pod := scene.Addr("10.0.1.5")
 	pod6 := scene.Addr("2600:1f14:1:1::5")
 	sixteen := &net.IPNet{IP: net.ParseIP("10.0.1.5"), Mask: net.CIDRMask(32, 32)} // 16-byte form
 	mapped := &net.IPNet{IP: net.ParseIP("::ffff:10.0.1.5"), Mask: net.CIDRMask(128, 128)}
-	branch := naming.HostVeth(naming.StrictVethPrefix, "default", "sg-0")
+	branch := ownership.HostVeth(ownership.StrictVethPrefix, "default", "sg-0")
 	with := func(r kernel.Rule, f func(*kernel.Rule)) kernel.Rule { f(&r); return r }
 	cases := []struct {
 		name string
@@ -39,9 +44,16 @@ func TestOwnsOnlyExactPodRules(t *testing.T) {
 		{"to a non-pool address", scene.ToPod(scene.Addr("192.168.1.5")), reconcile.Owned{}},
 		{"to an IPv4-mapped IPv6 address", kernel.Rule{Priority: 512, Family: v6, Dst: mapped, Table: kernel.TableMain}, reconcile.Owned{}},
 		{"family mismatch", with(scene.ToPod(pod), func(r *kernel.Rule) { r.Family = v6 }), reconcile.Owned{}},
-		{"from pod, table 2", scene.FromPod(pod, 2), reconcile.Owned{Kind: reconcile.KindRuleFromPod, IP: pod}},
-		{"from pod, table main", scene.FromPod(pod, kernel.TableMain), reconcile.Owned{Kind: reconcile.KindRuleFromPod, IP: pod}},
-		{"from pod v6, table 10001", scene.FromPod(pod6, 10001), reconcile.Owned{Kind: reconcile.KindRuleFromPod, IP: pod6}},
+		{"from pod on eth0, table 2", scene.FromPod(pod, 2), reconcile.Owned{}},
+		{"from pod on eth1, table 2", scene.FromPod(scene.Addr("10.0.2.5"), 2), reconcile.Owned{Kind: reconcile.KindRuleFromPod, IP: scene.Addr("10.0.2.5")}},
+		// The pod path never makes a 1536 rule into main, and the node
+		// says which table an address's ENI uses: eth0's is main, eth1's 2.
+		{"from pod, table main", scene.FromPod(pod, kernel.TableMain), reconcile.Owned{}},
+		{"from pod on eth1, table 3", scene.FromPod(scene.Addr("10.0.2.5"), 3), reconcile.Owned{}},
+		{"from pod v6, table 10001", scene.FromPod(pod6, 10001), reconcile.Owned{}},
+		{"to the primary ENI's own address", scene.ToPod(scene.Addr("10.0.1.10")), reconcile.Owned{}},
+		{"to eth1's own address", scene.ToPod(scene.Addr("10.0.2.10")), reconcile.Owned{}},
+		{"to a pool address in no ENI subnet", scene.ToPod(scene.Addr("10.0.3.5")), reconcile.Owned{}},
 		{"from pod, table default", scene.FromPod(pod, kernel.TableDefault), reconcile.Owned{}},
 		{"from pod, table local", scene.FromPod(pod, kernel.TableLocal), reconcile.Owned{}},
 		{"from pod, table 1", scene.FromPod(pod, 1), reconcile.Owned{}},
@@ -57,7 +69,7 @@ func TestOwnsOnlyExactPodRules(t *testing.T) {
 		{"iif VLAN 153 (table default)", scene.IIF(v4, "vlan.eth.153", 253), reconcile.Owned{}},
 		{"iif branch veth, table 2", scene.IIF(v4, branch, 2), reconcile.Owned{}},
 		{"iif branch veth, table 4195", scene.IIF(v4, branch, 4195), reconcile.Owned{}},
-		{"iif eni veth", scene.IIF(v4, naming.HostVeth("eni", "default", "sg-0"), 107), reconcile.Owned{}},
+		{"iif eni veth", scene.IIF(v4, ownership.HostVeth("eni", "default", "sg-0"), 107), reconcile.Owned{}},
 		{"iif upper-case hash", scene.IIF(v4, "vlanABCDEF01234", 107), reconcile.Owned{}},
 		{"iif short hash", scene.IIF(v4, branch[:len(branch)-1], 107), reconcile.Owned{}},
 		{"iif with fwmark", with(scene.IIF(v4, branch, 107), func(r *kernel.Rule) { r.Mark, r.Mask = 1, 0xffffffff }), reconcile.Owned{}},
@@ -66,7 +78,7 @@ func TestOwnsOnlyExactPodRules(t *testing.T) {
 		{"main rule", kernel.Rule{Priority: 32766, Family: v4, Table: kernel.TableMain}, reconcile.Owned{}},
 	}
 	for _, c := range cases {
-		got, ok := reconcile.Owns(c.rule, pool.IsPodAddress)
+		got, ok := reconcile.Owns(c.rule, scope)
 		if ok != (c.want != reconcile.Owned{}) || got != c.want {
 			t.Errorf("%s (%s): Owns = %+v, %v; want %+v", c.name, kernel.RuleString(c.rule), got, ok, c.want)
 		}
@@ -110,11 +122,13 @@ func TestRebuildReadsPodsBack(t *testing.T) {
 	got, err := reconcile.Rebuild(w.Node, pool.IsPodAddress, prefixes)
 	must(t, err)
 	want := []reconcile.Recovered{
-		{IP: scene.Addr("10.0.1.11"), HostVeth: a, Table: kernel.TableMain},
-		{IP: scene.Addr("10.0.2.11"), HostVeth: b, Table: 2},
-		{IP: scene.Addr("10.0.2.12"), HostVeth: d, Table: 107},
-		{IP: scene.Addr("2600:1f14:1:1::11"), HostVeth: c, Table: kernel.TableMain},
-		{IP: scene.Addr("2600:1f14:1:1::12"), HostVeth: e, Table: 10001},
+		{IP: scene.Addr("10.0.1.11"), HostVeth: a, HostVethIndex: index(t, w.Node, a), Table: kernel.TableMain},
+		{IP: scene.Addr("10.0.2.11"), HostVeth: b, HostVethIndex: index(t, w.Node, b), Table: 2},
+		// d's and e's 1536 rules name tables that are not their ENI's (the
+		// node says eth1 uses 2, eth0 main): not pod rules, no table read.
+		{IP: scene.Addr("10.0.2.12"), HostVeth: d, HostVethIndex: index(t, w.Node, d), Table: kernel.TableMain},
+		{IP: scene.Addr("2600:1f14:1:1::11"), HostVeth: c, HostVethIndex: index(t, w.Node, c), Table: kernel.TableMain},
+		{IP: scene.Addr("2600:1f14:1:1::12"), HostVeth: e, HostVethIndex: index(t, w.Node, e), Table: kernel.TableMain},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Rebuild:\n got %+v\nwant %+v", got, want)
@@ -130,12 +144,12 @@ func index(t *testing.T, k kernel.API, name string) int {
 
 // TestIsHostVeth: a prefix and exactly the 11 lowercase hex digits.
 func TestIsHostVeth(t *testing.T) {
-	hv := naming.HostVeth("eni", "default", "web-0")
+	hv := ownership.HostVeth("eni", "default", "web-0")
 	for name, want := range map[string]bool{
 		hv: true, hv[:len(hv)-1]: false, hv + "0": false, "eniABCDEF01234": false,
 		"vlan.eth.7": false, "eth0": false, "cust" + hv[3:]: false,
 	} {
-		if got := reconcile.IsHostVeth(name, []string{"eni", ""}); got != want {
+		if got := ownership.IsHostVeth(name, []string{"eni", ""}); got != want {
 			t.Errorf("IsHostVeth(%q) = %v, want %v", name, got, want)
 		}
 	}
@@ -161,11 +175,16 @@ func TestRebuildOnForeignRulesNode(t *testing.T) {
 // must never delete it.
 func TestOwnsOnlyPodPriorities(t *testing.T) {
 	pool := scene.NewPool(scene.Ranges...)
+	w := modelWorld(t)
+	must(t, w.Prepare())
+	node, err := ownership.ReadNode(w.Node)
+	must(t, err)
+	scope := ownership.Scope{Node: node, InPool: pool.IsPodAddress}
 	pod := scene.Addr("10.0.1.5")
 	for _, prio := range []int{0, 10, 100, 511, 513, 1000, 1535, 1537, 32765, 32766} {
 		for _, r := range []kernel.Rule{scene.ToPod(pod), scene.FromPod(pod, 3)} {
 			r.Priority = prio
-			if o, ok := reconcile.Owns(r, pool.IsPodAddress); ok {
+			if o, ok := reconcile.Owns(r, scope); ok {
 				t.Errorf("Owns(%s) = %+v, want not owned", kernel.RuleString(r), o)
 			}
 		}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/vpccni/vpccni/ownership"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,7 +13,11 @@ import (
 type Recovered struct {
 	IP       netip.Addr
 	HostVeth string // the link whose existence proves the pod lives
-	Table    int    // from the address's 1536 rule; kernel.TableMain without one
+	// HostVethIndex is that link's ifindex: a DEL proves it is the pod's
+	// sandbox by naming it (the peer of its container interface), and a
+	// same-named veth made later is not this one.
+	HostVethIndex int
+	Table         int // from the address's 1536 rule; kernel.TableMain without one
 }
 
 // Rebuild reads the node namespace's pod addresses back from the kernel,
@@ -20,7 +25,8 @@ type Recovered struct {
 // hand live pods' addresses to new pods. A pod address is a main-table
 // host route, <IP>/32 or /128 without a gateway, to a host veth (a veth
 // named by one of vethPrefixes followed by the 11-hex pod hash), whose
-// address is a pool address. Its table is that of its own 1536 rule
+// address is a pool address in an ENI subnet of the node (ownership.Scope).
+// Its table is that of its own 1536 rule
 // (Owns: exactly `from <IP>` in a pod table), main when there is none.
 //
 // Routes to other links (ENIs, a foreign /32 to a tunnel), routes via a
@@ -33,9 +39,14 @@ func Rebuild(k kernel.API, isPodAddress func(netip.Addr) bool, vethPrefixes []st
 	if err != nil {
 		return nil, err
 	}
+	node, err := ownership.ReadNode(k)
+	if err != nil {
+		return nil, err
+	}
+	scope := ownership.Scope{Node: node, InPool: isPodAddress}
 	veths := map[int]string{}
 	for _, l := range links {
-		if l.Kind == kernel.KindVeth && IsHostVeth(l.Name, vethPrefixes) {
+		if l.Kind == kernel.KindVeth && ownership.IsHostVeth(l.Name, vethPrefixes) {
 			veths[l.Index] = l.Name
 		}
 	}
@@ -51,10 +62,13 @@ func Rebuild(k kernel.API, isPodAddress func(netip.Addr) bool, vethPrefixes []st
 	for _, r := range routes {
 		ip, ok := routeHostAddr(r)
 		veth, isVeth := veths[r.LinkIndex]
-		if !ok || !isVeth || !isPodAddress(ip) {
+		if !ok || !isVeth {
 			continue
 		}
-		f := found{Recovered{IP: ip, HostVeth: veth, Table: kernel.TableMain}, r.Priority}
+		if _, err := scope.PodTables(ip); err != nil {
+			continue
+		}
+		f := found{Recovered{IP: ip, HostVeth: veth, HostVethIndex: r.LinkIndex, Table: kernel.TableMain}, r.Priority}
 		if prev, seen := byIP[ip]; seen && (prev.metric < f.metric || (prev.metric == f.metric && prev.HostVeth < f.HostVeth)) {
 			continue
 		}
@@ -66,7 +80,7 @@ func Rebuild(k kernel.API, isPodAddress func(netip.Addr) bool, vethPrefixes []st
 	}
 	tabled := map[netip.Addr]bool{}
 	for _, r := range rules {
-		o, ok := Owns(r, isPodAddress)
+		o, ok := Owns(r, scope)
 		f, pod := byIP[o.IP]
 		if !ok || o.Kind != KindRuleFromPod || !pod || tabled[o.IP] {
 			continue

@@ -40,9 +40,11 @@ type Holder struct {
 	// allocation recovered from the kernel.
 	PodNamespace, PodName string
 	// HostVeth is set for a recovered allocation: the link whose existence
-	// proves the pod lives.
-	HostVeth string
-	Since    time.Time // when the address was assigned
+	// proves the pod lives, and HostVethIndex its ifindex when recorded (a
+	// later veth of the same name is another sandbox's).
+	HostVeth      string
+	HostVethIndex int
+	Since         time.Time // when the address was assigned
 }
 
 func (h Holder) String() string {
@@ -221,7 +223,7 @@ func (r *Reconciler) releaseIfGone(v *view, h Holder, rep *Report) error {
 	var errs []error
 	left := 0
 	for _, rule := range slices.Clone(v.rules) {
-		o, ok := r.owns(rule, r.pool.IsPodAddress)
+		o, ok := r.owns(rule, v.scope(r.pool))
 		if !ok || o.IP != h.IP || (o.Kind != KindRuleToPod && o.Kind != KindRuleFromPod) {
 			continue
 		}
@@ -253,7 +255,7 @@ func (r *Reconciler) releaseIfGone(v *view, h Holder, rep *Report) error {
 
 // removeIfOrphan deletes a rule ipamd owns that nothing needs any more.
 func (r *Reconciler) removeIfOrphan(v *view, rule kernel.Rule, held map[netip.Addr]bool, rep *Report) error {
-	o, ok := r.owns(rule, r.pool.IsPodAddress)
+	o, ok := r.owns(rule, v.scope(r.pool))
 	if !ok {
 		return nil
 	}
@@ -280,9 +282,9 @@ func (r *Reconciler) removeIfOrphan(v *view, rule kernel.Rule, held map[netip.Ad
 // keeps its rule, and one that did so during the delete gets it back.
 func (r *Reconciler) deleteRule(v *view, rule kernel.Rule, o Owned, holder string, unneeded func() (bool, error), rep *Report) (kept bool, err error) {
 	desc := kernel.RuleString(rule)
-	if blocker, shadowed := v.shadowedBy(rule); shadowed {
-		rep.Skipped = append(rep.Skipped, Skip{What: desc, Reason: "a delete would remove " + kernel.RuleString(blocker) + " instead"})
-		r.log.Warn("orphan rule left: deleting it would hit a foreign rule listed before it", "rule", desc, "foreign", kernel.RuleString(blocker))
+	if blocker, why, shadowed := v.shadowedBy(rule); shadowed {
+		rep.Skipped = append(rep.Skipped, Skip{What: desc, Reason: why + " " + kernel.RuleString(blocker)})
+		r.log.Warn("orphan rule left: a delete request for it could remove a foreign rule", "rule", desc, "why", why, "foreign", kernel.RuleString(blocker))
 		return true, nil
 	}
 	if ok, err := unneeded(); err != nil || !ok {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -120,7 +121,7 @@ func TestForeignRulesSurvive(t *testing.T) {
 
 // priorityOnly is a mutant of Owns that trusts the priority alone, as a
 // cleanup that deletes `to <IP>` or `from <IP>` in any table would.
-func priorityOnly(r kernel.Rule, _ func(netip.Addr) bool) (reconcile.Owned, bool) {
+func priorityOnly(r kernel.Rule, _ ownership.Scope) (reconcile.Owned, bool) {
 	addr := func(ip []byte) netip.Addr { a, _ := netip.AddrFromSlice(ip); return a.Unmap() }
 	switch {
 	case r.Priority == 512 && r.Dst != nil:

@@ -1,11 +1,10 @@
 package reconcile
 
 import (
-	"net"
 	"net/netip"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // view is what one pass read of the node namespace. It is read rules
@@ -14,6 +13,8 @@ import (
 // route in the view too, unless the pod went away in between.
 type view struct {
 	rules []kernel.Rule // in the kernel's order (priority, then age)
+	// node is the node's ENIs: which addresses and tables are pods'.
+	node  *ownership.Node
 	links map[string]kernel.Link
 	// hostRoutes maps a pod address to the link of its main-table host
 	// route (<IP>/32 or /128 dev <link>), when that link exists.
@@ -26,6 +27,9 @@ func readView(k kernel.API) (*view, error) {
 		return nil, err
 	}
 	v := &view{rules: rules}
+	if v.node, err = ownership.ReadNode(k); err != nil {
+		return nil, err
+	}
 	if v.links, err = linksByName(k); err != nil {
 		return nil, err
 	}
@@ -33,6 +37,11 @@ func readView(k kernel.API) (*view, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// scope is the node's and the pool's word on which rules are pods'.
+func (v *view) scope(p Pool) ownership.Scope {
+	return ownership.Scope{Node: v.node, InPool: p.IsPodAddress}
 }
 
 func linksByName(k kernel.API) (map[string]kernel.Link, error) {
@@ -81,7 +90,7 @@ func routeHostAddr(r kernel.Route) (netip.Addr, bool) {
 	if r.Table != kernel.TableMain || r.Gw != nil || r.Dst == nil || r.Type == kernel.RouteTypeLocal {
 		return netip.Addr{}, false
 	}
-	return hostAddr(r.Dst, r.Family)
+	return ownership.HostAddr(r.Dst, r.Family)
 }
 
 // podAlive reports whether the kernel shows the holder's pod using the
@@ -97,70 +106,28 @@ func (v *view) podAlive(h Holder) (alive, known bool) {
 	routed, hasRoute := v.hostRoutes[h.IP]
 	switch {
 	case h.PodNamespace != "" && h.PodName != "":
-		return hasRoute && naming.HasPodSuffix(routed.Name, h.PodNamespace, h.PodName), true
+		return hasRoute && ownership.HasPodSuffix(routed.Name, h.PodNamespace, h.PodName), true
 	case h.HostVeth != "":
-		return hasRoute && routed.Name == h.HostVeth, true
+		return hasRoute && routed.Name == h.HostVeth && (h.HostVethIndex == 0 || routed.Index == h.HostVethIndex), true
 	}
 	return false, false
 }
 
 // forget drops a rule the pass deleted (or found gone) from the view.
 func (v *view) forget(r kernel.Rule) {
-	for i, e := range v.rules {
-		if sameRule(e, r) {
-			v.rules = append(v.rules[:i], v.rules[i+1:]...)
-			return
-		}
+	if i := ownership.IndexOf(v.rules, r); i >= 0 {
+		v.rules = append(v.rules[:i], v.rules[i+1:]...)
 	}
 }
 
-// shadowedBy answers: would RuleDel(r) delete r? The kernel deletes the
-// first rule, in list order, that matches every field the request sets;
-// fields a request leaves empty (no iif, no src, no mark) are wildcards.
-// So a foreign rule with the same priority, prefix and table plus an extra
-// selector, listed before ours, would be deleted in its place. It returns
-// that rule when there is one.
-func (v *view) shadowedBy(r kernel.Rule) (kernel.Rule, bool) {
-	for _, e := range v.rules {
-		if e.Family != r.Family || !delRequestMatches(r, e) {
-			continue
-		}
-		if sameRule(e, r) {
-			return kernel.Rule{}, false
-		}
-		return e, true
+// shadowedBy answers: would RuleDel(r) delete r, and only r? It is
+// ownership.ShadowedBy on what this pass still sees: a foreign rule listed
+// before r that the request matches, or one anywhere that reads the same,
+// keeps r in place.
+func (v *view) shadowedBy(r kernel.Rule) (kernel.Rule, string, bool) {
+	i := ownership.IndexOf(v.rules, r)
+	if i < 0 {
+		return kernel.Rule{}, "", false
 	}
-	return kernel.Rule{}, false
-}
-
-// delRequestMatches is the kernel's rule lookup for a delete request q:
-// zero fields of q match anything.
-func delRequestMatches(q, e kernel.Rule) bool {
-	return (q.Priority == 0 || e.Priority == q.Priority) && (q.Table == 0 || e.Table == q.Table) &&
-		(q.Src == nil || sameNet(e.Src, q.Src)) && (q.Dst == nil || sameNet(e.Dst, q.Dst)) &&
-		(q.IifName == "" || e.IifName == q.IifName) && (q.OifName == "" || e.OifName == q.OifName) &&
-		(q.Mark == 0 || e.Mark == q.Mark) && (q.Mask == 0 || e.Mask == q.Mask)
-}
-
-// sameRule compares every field a rule shows.
-func sameRule(a, b kernel.Rule) bool {
-	return a.Priority == b.Priority && a.Family == b.Family && a.Table == b.Table &&
-		sameNet(a.Src, b.Src) && sameNet(a.Dst, b.Dst) && a.IifName == b.IifName &&
-		a.OifName == b.OifName && a.Mark == b.Mark && a.Mask == b.Mask
-}
-
-// sameNet compares prefixes whatever the byte form of their addresses.
-func sameNet(a, b *net.IPNet) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	ao, ab := a.Mask.Size()
-	bo, bb := b.Mask.Size()
-	pa, oka := netip.AddrFromSlice(a.IP)
-	pb, okb := netip.AddrFromSlice(b.IP)
-	if ab != bb {
-		// One side may be an IPv4 address in its 16-byte form.
-		return oka && okb && ao-ab == bo-bb && pa.Unmap() == pb.Unmap()
-	}
-	return oka && okb && ao == bo && pa.Unmap() == pb.Unmap()
+	return ownership.ShadowedBy(v.rules, nil, i)
 }

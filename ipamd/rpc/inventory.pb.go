@@ -85,7 +85,15 @@ type Allocation struct {
 	RouteTable   int32                  `protobuf:"varint,8,opt,name=route_table,json=routeTable,proto3" json:"route_table,omitempty"`
 	// recovered: rebuilt from the kernel after a lost checkpoint; the key
 	// then names the host veth, not a sandbox.
-	Recovered     bool `protobuf:"varint,9,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	Recovered bool `protobuf:"varint,9,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	// netns is the pod namespace the sandbox's ADD named (CNI_NETNS): GC
+	// opens it to find the host veth that is the sandbox's (the peer of its
+	// container interface). Empty when ipamd does not know it (an
+	// allocation restored from a checkpoint the reference wrote).
+	Netns string `protobuf:"bytes,10,opt,name=netns,proto3" json:"netns,omitempty"`
+	// host_veth_index is, for a recovered allocation, the ifindex of the
+	// host veth it was recovered from.
+	HostVethIndex int32 `protobuf:"varint,11,opt,name=host_veth_index,json=hostVethIndex,proto3" json:"host_veth_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +189,20 @@ func (x *Allocation) GetRecovered() bool {
 		return x.Recovered
 	}
 	return false
+}
+
+func (x *Allocation) GetNetns() string {
+	if x != nil {
+		return x.Netns
+	}
+	return ""
+}
+
+func (x *Allocation) GetHostVethIndex() int32 {
+	if x != nil {
+		return x.HostVethIndex
+	}
+	return 0
 }
 
 type ListAllocationsReply struct {
@@ -331,7 +353,7 @@ const file_ipamd_rpc_inventory_proto_rawDesc = "" +
 	"\n" +
 	"\x19ipamd/rpc/inventory.proto\x12\x06vpccni\";\n" +
 	"\x16ListAllocationsRequest\x12!\n" +
-	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\"\x9f\x02\n" +
+	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\"\xdd\x02\n" +
 	"\n" +
 	"Allocation\x12!\n" +
 	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\x12!\n" +
@@ -343,7 +365,10 @@ const file_ipamd_rpc_inventory_proto_rawDesc = "" +
 	"\rdevice_number\x18\a \x01(\x05R\fdeviceNumber\x12\x1f\n" +
 	"\vroute_table\x18\b \x01(\x05R\n" +
 	"routeTable\x12\x1c\n" +
-	"\trecovered\x18\t \x01(\bR\trecovered\"L\n" +
+	"\trecovered\x18\t \x01(\bR\trecovered\x12\x14\n" +
+	"\x05netns\x18\n" +
+	" \x01(\tR\x05netns\x12&\n" +
+	"\x0fhost_veth_index\x18\v \x01(\x05R\rhostVethIndex\"L\n" +
 	"\x14ListAllocationsReply\x124\n" +
 	"\vallocations\x18\x01 \x03(\v2\x12.vpccni.AllocationR\vallocations\"\x13\n" +
 	"\x11PoolStatusRequest\"Y\n" +

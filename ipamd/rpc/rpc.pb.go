@@ -374,7 +374,17 @@ type DelNetworkRequest struct {
 	NetworkName string `protobuf:"bytes,7,opt,name=NetworkName,proto3" json:"NetworkName,omitempty"`
 	// The pod's UID, so a release for a deleted pod cannot take the address
 	// of a recreated pod of the same name (reference v1.20 and later).
-	K8S_POD_UID   string `protobuf:"bytes,10,opt,name=K8S_POD_UID,json=K8SPODUID,proto3" json:"K8S_POD_UID,omitempty"`
+	K8S_POD_UID string `protobuf:"bytes,10,opt,name=K8S_POD_UID,json=K8SPODUID,proto3" json:"K8S_POD_UID,omitempty"`
+	// vpccni's only field beyond the reference's (a number far from theirs;
+	// the reference's ipamd skips it as an unknown field): the ifindex, in
+	// the node namespace, of the host veth that is the peer of the asking
+	// sandbox's container interface, read before its teardown; 0 when the
+	// sandbox's namespace is gone or not given. It is the sandbox's proof
+	// that it owns an allocation ipamd recovered from the kernel (which
+	// names a host veth, not a sandbox): without it such an allocation is
+	// not released, and a late DEL of an old sandbox of the same pod cannot
+	// free the address its new sandbox holds.
+	HostVethIndex int32 `protobuf:"varint,1001,opt,name=HostVethIndex,proto3" json:"HostVethIndex,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +480,13 @@ func (x *DelNetworkRequest) GetK8S_POD_UID() string {
 		return x.K8S_POD_UID
 	}
 	return ""
+}
+
+func (x *DelNetworkRequest) GetHostVethIndex() int32 {
+	if x != nil {
+		return x.HostVethIndex
+	}
+	return 0
 }
 
 // DelNetworkReply answers DelNetwork. vpccni's ipamd answers a key it does
@@ -584,7 +601,7 @@ const file_ipamd_rpc_rpc_proto_rawDesc = "" +
 	"\x0ePodENISubnetGW\x18\t \x01(\tR\x0ePodENISubnetGW\x12$\n" +
 	"\rParentIfIndex\x18\n" +
 	" \x01(\x05R\rParentIfIndex\x12,\n" +
-	"\x11NetworkPolicyMode\x18\r \x01(\tR\x11NetworkPolicyMode\"\xd7\x02\n" +
+	"\x11NetworkPolicyMode\x18\r \x01(\tR\x11NetworkPolicyMode\"\xfe\x02\n" +
 	"\x11DelNetworkRequest\x12$\n" +
 	"\rClientVersion\x18\t \x01(\tR\rClientVersion\x12 \n" +
 	"\fK8S_POD_NAME\x18\x01 \x01(\tR\n" +
@@ -596,7 +613,8 @@ const file_ipamd_rpc_rpc_proto_rawDesc = "" +
 	"\x06IfName\x18\x06 \x01(\tR\x06IfName\x12 \n" +
 	"\vNetworkName\x18\a \x01(\tR\vNetworkName\x12\x1e\n" +
 	"\vK8S_POD_UID\x18\n" +
-	" \x01(\tR\tK8SPODUID\"\xc6\x01\n" +
+	" \x01(\tR\tK8SPODUID\x12%\n" +
+	"\rHostVethIndex\x18\xe9\a \x01(\x05R\rHostVethIndex\"\xc6\x01\n" +
 	"\x0fDelNetworkReply\x12\x18\n" +
 	"\aSuccess\x18\x01 \x01(\bR\aSuccess\x12M\n" +
 	"\x14IPAllocationMetadata\x18\x02 \x03(\v2\x19.rpc.IPAllocationMetadataR\x14IPAllocationMetadata\x12\x1c\n" +

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 
@@ -75,31 +76,33 @@ func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, 
 		return err
 	}
 	if err := d.step(StepRuleIIFVlan, vlan, func() error {
-		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: PrioVlanIIF, Family: fam, IifName: vlan, Table: table}))
+		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: ownership.PrioVlanIIF, Family: fam, IifName: vlan, Table: table}))
 	}); err != nil {
 		return err
 	}
 	return d.step(StepRuleIIFVeth, hostVeth, func() error {
-		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: PrioVlanIIF, Family: fam, IifName: hostVeth, Table: table}))
+		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: ownership.PrioVlanIIF, Family: fam, IifName: hostVeth, Table: table}))
 	})
 }
 
-// iifRuleMatcher: prio-10 rules with an iif and no other selector.
-func iifRuleMatcher(fam kernel.Family, also func(kernel.Rule) bool) ruleMatcher {
-	return ruleMatcher{family: fam, match: func(r kernel.Rule) bool {
-		return r.Priority == PrioVlanIIF && r.IifName != "" && r.Src == nil && r.Dst == nil && r.OifName == "" &&
-			r.Mark == 0 && IsPodTable(r.Table) && r.Table != kernel.TableMain && also(r)
-	}}
-}
-
 // teardownBranch removes a branch pod's node objects of both modes, since
-// the pod may have been made under the other one. As for other pods, an
-// address whose host route (in main, or in the VLAN table in strict mode)
-// points at another pod's veth has moved on and is left alone, VLAN and
-// all.
-func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth int, rep *Report) error {
+// the pod may have been made under the other one. They are of two kinds:
+//
+//   - the address's own (rules 512 and 1536, its host routes in main and
+//     in the VLAN table), removed only when the kernel ties the address to
+//     the VLAN (tied: see branchTie); the tie itself goes last (rule 1536
+//     after the routes and rule 512), so a teardown cut short leaves its
+//     retry the same proof;
+//   - the VLAN's (its link, whose table routes go with it, and the prio-10
+//     iif rules into its table), removed when no other live pod uses the
+//     VLAN, tied or not: a VLAN link left by an ADD that failed before the
+//     address had any rule is a leak all the same.
+//
+// As for other pods, an address whose host route (in main, or in the VLAN
+// table in strict mode) points at another pod's veth has moved on and is
+// left alone, VLAN and all.
+func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth int, tied bool, rep *Report) error {
 	pfx := ip.Prefix()
-	fam := family(ip.Addr)
 	table := b.Table()
 	var routes []*kernel.Route
 	for _, t := range []int{kernel.TableMain, table} {
@@ -112,25 +115,36 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 			return err
 		}
 		if r != nil && r.LinkIndex != ourVeth {
-			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to ifindex %d (table %s)", pfx, r.LinkIndex, TableName(t)))
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to ifindex %d (table %s)", pfx, r.LinkIndex, ownership.TableName(t)))
 			return nil
 		}
 		if r != nil {
 			routes = append(routes, r)
 		}
 	}
-	var errs []error
-	vlan := b.VlanLink()
 	holder, err := vlanHolder(host, table, ip.Addr, ourVeth)
 	if err != nil {
-		return fmt.Errorf("who uses %s: %w", vlan, err)
+		return fmt.Errorf("who uses %s: %w", b.VlanLink(), err)
 	}
+	var errs []error
 	if holder != "" {
-		// The VLAN is another pod's now: only this address's own rules are
-		// ours to remove (teardownIPRules checks them by holder too).
-		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s and its table %d: in use by %s", vlan, table, holder))
-		return d.teardownIPRules(host, PodIP{Addr: ip.Addr, Table: table}, rep)
+		// The VLAN is another pod's now: only this address's own objects
+		// are ours to remove.
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s and its table %d: in use by %s", b.VlanLink(), table, holder))
+	} else {
+		errs = append(errs, d.teardownVlan(host, b, family(ip.Addr), rep)...)
 	}
+	if tied {
+		errs = append(errs, d.teardownBranchAddr(host, ip.Addr, table, routes, rep))
+	}
+	return errors.Join(errs...)
+}
+
+// teardownVlan removes the VLAN's link (its table's routes go with it) and
+// the prio-10 iif rules into its table.
+func (d *Driver) teardownVlan(host kernel.API, b *Branch, fam kernel.Family, rep *Report) []error {
+	var errs []error
+	vlan, table := b.VlanLink(), b.Table()
 	if err := d.step(StepDelVlanLink, vlan, func() error {
 		err := host.LinkDel(vlan)
 		if err == nil {
@@ -143,25 +157,53 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 	if err := d.step(StepDelIIFRules, fmt.Sprintf("table %d", table), func() error {
 		gone, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.Table == table }))
 		for _, r := range gone {
-			rep.removed("rule %d iif %s lookup %d", PrioVlanIIF, r.IifName, table)
+			rep.removed("rule %d iif %s lookup %d", ownership.PrioVlanIIF, r.IifName, table)
 		}
 		return err
 	}); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.teardownIPRules(host, PodIP{Addr: ip.Addr, Table: table}, rep); err != nil {
+	return errs
+}
+
+// teardownBranchAddr removes the address's own objects: rule 512, its host
+// routes, and last, only when those are gone, rule 1536: the tie a retry
+// needs if this is cut short.
+func (d *Driver) teardownBranchAddr(host kernel.API, a netip.Addr, table int, routes []*kernel.Route, rep *Report) error {
+	pfx := ownership.HostPrefix(a)
+	var errs []error
+	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
+		gone, err := deleteRules(host, toPodRuleMatcher(a))
+		for range gone {
+			rep.removed("rule %d to %s lookup main", ownership.PrioToPod, pfx)
+		}
+		return err
+	}); err != nil {
 		errs = append(errs, err)
 	}
 	for _, r := range routes {
 		if err := d.step(StepDelHostRoute, pfx.String(), func() error {
 			err := host.RouteDel(*r)
 			if err == nil {
-				rep.removed("route %s (table %s)", pfx, TableName(r.Table))
+				rep.removed("route %s (table %s)", pfx, ownership.TableName(r.Table))
 			}
 			return ignoreNotFound(err)
 		}); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) > 0 {
+		// Keep the tie: the retry must still be able to prove the rest.
+		return errors.Join(errs...)
+	}
+	if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
+		gone, err := deleteRules(host, fromPodRuleMatcher(a, func(t int) bool { return t == table }))
+		for _, r := range gone {
+			rep.removed("rule %d from %s lookup %s", ownership.PrioFromPod, pfx, ownership.TableName(r.Table))
+		}
+		return err
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -54,7 +55,7 @@ func (d *Driver) Check(host, pod kernel.API, p Pod) error {
 		if p.Branch != nil && p.Branch.Strict {
 			for _, l := range []string{p.Branch.VlanLink(), p.HostVeth} {
 				if !has(iifRuleMatcher(family(ip.Addr), func(r kernel.Rule) bool { return r.IifName == l && r.Table == table })) {
-					miss("rule %d iif %s lookup %d is missing", PrioVlanIIF, l, table)
+					miss("rule %d iif %s lookup %d is missing", ownership.PrioVlanIIF, l, table)
 				}
 			}
 			if r, _ := routeIn(host, pfx, table); r == nil || r.LinkIndex != hl.Index {
@@ -65,11 +66,11 @@ func (d *Driver) Check(host, pod kernel.API, p Pod) error {
 		if r, _ := routeIn(host, pfx, kernel.TableMain); r == nil || r.LinkIndex != hl.Index {
 			miss("route %s dev %s in table main is missing", pfx, p.HostVeth)
 		}
-		if !has(toPodRuleMatcher(pfx)) {
-			miss("rule %d to %s lookup main is missing", PrioToPod, pfx)
+		if !has(toPodRuleMatcher(ip.Addr)) {
+			miss("rule %d to %s lookup main is missing", ownership.PrioToPod, pfx)
 		}
-		if table != kernel.TableMain && !has(fromPodRuleMatcher(pfx, func(t int) bool { return t == table })) {
-			miss("rule %d from %s lookup %d is missing", PrioFromPod, pfx, table)
+		if table != kernel.TableMain && !has(fromPodRuleMatcher(ip.Addr, func(t int) bool { return t == table })) {
+			miss("rule %d from %s lookup %d is missing", ownership.PrioFromPod, pfx, table)
 		}
 	}
 	return errors.Join(missing...)

@@ -131,10 +131,17 @@ type Report struct {
 	// Skipped lists addresses whose host objects were left alone because
 	// the kernel shows another holder (the IP has moved on).
 	Skipped []string
+	// Notes are what the teardown noticed and acted on: a source that
+	// disagrees with the node, an address with nothing left of it.
+	Notes []string
 }
 
 func (r *Report) removed(format string, a ...any) {
 	r.Removed = append(r.Removed, fmt.Sprintf(format, a...))
+}
+
+func (r *Report) note(format string, a ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, a...))
 }
 
 // hostMAC picks a locally administered unicast MAC for the host end,

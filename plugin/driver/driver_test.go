@@ -2,8 +2,10 @@ package driver
 
 import (
 	"errors"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -37,7 +39,7 @@ func rig(t *testing.T) (*mock_kernel.MockAPI, *mock_kernel.MockAPI, *Driver) {
 // primary ENI (table main: no 1536 rule) and on a secondary ENI (table 2).
 func TestSetupKernelCalls(t *testing.T) {
 	for _, table := range []int{kernel.TableMain, 2} {
-		t.Run(TableName(table), func(t *testing.T) {
+		t.Run(ownership.TableName(table), func(t *testing.T) {
 			host, pod, d := rig(t)
 			p := Pod{HostVeth: hv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: ip1, Table: table}}, MACSeed: "c1"}
 			calls := []*gomock.Call{
@@ -62,11 +64,11 @@ func TestSetupKernelCalls(t *testing.T) {
 				pod.EXPECT().NeighSet(kernel.Neigh{LinkIndex: 2, IP: net.IP(GatewayV4.AsSlice()), HardwareAddr: hostMACv, State: kernel.NeighStatePermanent}).Return(nil),
 				host.EXPECT().RuleList(kernel.FamilyV4).Return(nil, nil),
 				host.EXPECT().RouteReplace(kernel.Route{Table: kernel.TableMain, Dst: cidr("10.0.2.11/32"), LinkIndex: 7, Scope: kernel.ScopeLink}).Return(nil),
-				host.EXPECT().RuleAdd(kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: cidr("10.0.2.11/32"), Table: kernel.TableMain}).Return(syscall.EEXIST),
 			}
 			if table != kernel.TableMain {
 				calls = append(calls, host.EXPECT().RuleAdd(kernel.Rule{Priority: 1536, Family: kernel.FamilyV4, Src: cidr("10.0.2.11/32"), Table: 2}).Return(nil))
 			}
+			calls = append(calls, host.EXPECT().RuleAdd(kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: cidr("10.0.2.11/32"), Table: kernel.TableMain}).Return(syscall.EEXIST))
 			gomock.InOrder(calls...)
 			if err := d.Setup(host, pod, p); err != nil {
 				t.Fatal(err)
@@ -114,6 +116,7 @@ func allRules() []kernel.Rule { return append([]kernel.Rule{our512, our1536}, fo
 
 func TestTeardownOwnedIP(t *testing.T) {
 	host, pod, d := rig(t)
+	expectNode(host)
 	p := Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}}
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{Index: 2, Kind: kernel.KindVeth, ParentIndex: 7}, nil)
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return([]kernel.Route{hostRt}, nil)
@@ -135,6 +138,7 @@ func TestTeardownOwnedIP(t *testing.T) {
 // the veth): the IP is still ours, its rules go.
 func TestTeardownNamespaceGone(t *testing.T) {
 	host, _, d := rig(t)
+	expectNode(host)
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
 	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
 	host.EXPECT().RuleDel(our512).Return(nil)
@@ -145,16 +149,18 @@ func TestTeardownNamespaceGone(t *testing.T) {
 }
 
 // TestTeardownUnknownTable: a source without the table (#2048's prevResult)
-// removes the pod's 1536 rules in any pod table, never in a kernel table.
+// removes the pod's 1536 rules in the table of its ENI as the node shows
+// it (eth1's, 2), and leaves one of the same shape in a table no ENI of the
+// address uses (5): nothing proves it is a pod's.
 func TestTeardownUnknownTable(t *testing.T) {
 	host, _, d := rig(t)
+	expectNode(host)
 	other := kernel.Rule{Priority: 1536, Family: kernel.FamilyV4, Src: cidr("10.0.2.11/32"), Table: 5}
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
 	host.EXPECT().RuleList(kernel.FamilyV4).Return(append(allRules(), other), nil).Times(2)
 	host.EXPECT().RuleDel(our512).Return(nil)
 	host.EXPECT().RuleDel(our1536).Return(nil)
-	host.EXPECT().RuleDel(other).Return(nil)
-	if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: TableUnknown}}}); err != nil {
+	if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: ownership.TableUnknown}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,6 +169,7 @@ func TestTeardownUnknownTable(t *testing.T) {
 // pod's veth, so the IP has moved on: no rule or route is touched.
 func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 	host, pod, d := rig(t)
+	expectNode(host)
 	newHolder := hostRt
 	newHolder.LinkIndex = 9
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{}, syscall.ENODEV)
@@ -182,6 +189,7 @@ func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 // steps still run.
 func TestTeardownFailureIsReported(t *testing.T) {
 	host, pod, d := rig(t)
+	expectNode(host)
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{Index: 2, Kind: kernel.KindVeth, ParentIndex: 7}, nil)
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return([]kernel.Route{hostRt}, nil)
 	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
@@ -195,21 +203,51 @@ func TestTeardownFailureIsReported(t *testing.T) {
 	}
 }
 
-// TestTeardownRefusesForgedSource: a non-pod address or table is refused
-// before any kernel call.
+// TestTeardownRefusesForgedSource: an address that cannot be a pod's, or
+// that the node does not show as one (the node's own address, one in no
+// ENI's subnet), is refused while the kernel has objects for it, and
+// nothing is deleted; with nothing of it on the node there is nothing to
+// refuse. A table the source names is evidence only: the node's wins.
 func TestTeardownRefusesForgedSource(t *testing.T) {
-	host, _, d := rig(t)
-	for _, ip := range []PodIP{{Addr: netip.MustParseAddr("127.0.0.1"), Table: 2}, {Addr: ip1, Table: kernel.TableLocal}} {
-		if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{ip}}); err == nil {
-			t.Errorf("%v accepted", ip)
+	foreignTo := kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: cidr("10.99.0.5/32"), Table: kernel.TableMain}
+	for _, a := range []string{"10.99.0.5", "10.0.2.10", "10.0.1.10"} {
+		host, _, d := rig(t)
+		expectNode(host)
+		addr := netip.MustParseAddr(a)
+		rule := foreignTo
+		rule.Dst = cidr(a + "/32")
+		host.EXPECT().RuleList(kernel.FamilyV4).Return([]kernel.Rule{rule}, nil)
+		_, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: addr, Table: 2}}})
+		var notPod *NotPodAddressError
+		if !errors.As(err, &notPod) || notPod.Addr != addr {
+			t.Errorf("%s: err = %v, want a NotPodAddressError", a, err)
 		}
+	}
+	host, _, d := rig(t)
+	expectNode(host)
+	host.EXPECT().RuleList(kernel.FamilyV4).Return(nil, nil)
+	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
+	rep, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: netip.MustParseAddr("10.99.0.5"), Table: 2}}})
+	if err != nil || len(rep.Notes) != 1 || len(rep.Removed) != 0 {
+		t.Errorf("nothing of a non-pod address on the node: %+v %v, want a note and no error", rep, err)
+	}
+
+	host, _, d = rig(t)
+	expectNode(host)
+	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
+	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
+	host.EXPECT().RuleDel(our512).Return(nil)
+	host.EXPECT().RuleDel(our1536).Return(nil)
+	rep, err = d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 100}}})
+	if err != nil || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the node says 2") {
+		t.Errorf("a wrong table in the source: %+v %v, want the node's table torn down and a note", rep, err)
 	}
 }
 
 func TestIsPodTable(t *testing.T) {
 	for tbl, want := range map[int]bool{0: false, 1: false, 2: true, 101: true, 252: true, 253: false, 254: true, 255: false, 256: true, 10001: true, 70000: false} {
-		if IsPodTable(tbl) != want {
-			t.Errorf("IsPodTable(%d) = %v", tbl, !want)
+		if ownership.IsPodTable(tbl) != want {
+			t.Errorf("ownership.IsPodTable(%d) = %v", tbl, !want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/vpccni/vpccni/ownership"
 	"net/netip"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -40,11 +41,11 @@ func (d *Driver) Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
 		ip, ok := netip.AddrFromSlice(a.IPNet.IP)
 		ones, bits := a.IPNet.Mask.Size()
 		ip = ip.Unmap()
-		if !ok || !ValidPodAddr(ip) || ones != bits {
+		if !ok || !ownership.ValidPodAddr(ip) || ones != bits {
 			continue
 		}
 		pip := PodIP{Addr: ip, Table: kernel.TableMain}
-		m := fromPodRuleMatcher(pip.Prefix(), func(int) bool { return true })
+		m := fromPodRuleMatcher(pip.Addr, func(int) bool { return true })
 		for _, r := range rules {
 			if m.match(r) {
 				pip.Table = r.Table
@@ -63,17 +64,17 @@ func (d *Driver) Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
 func branchOf(host kernel.API, p *Pod, rules []kernel.Rule) *Branch {
 	table, strict := 0, false
 	for _, r := range rules {
-		if r.Priority == PrioVlanIIF && p.HostVeth != "" && r.IifName == p.HostVeth {
+		if r.Priority == ownership.PrioVlanIIF && p.HostVeth != "" && r.IifName == p.HostVeth {
 			table, strict = r.Table, true
 		}
 	}
 	for _, ip := range p.IPs {
-		if !strict && ip.Table > VlanTableOffset {
+		if !strict && ip.Table > ownership.VlanTableOffset {
 			table = ip.Table
 		}
 	}
-	b := &Branch{VlanID: table - VlanTableOffset}
-	if table == 0 || !validVlan(b.VlanID) {
+	b := &Branch{VlanID: table - ownership.VlanTableOffset}
+	if table == 0 || !ownership.ValidVlan(b.VlanID) {
 		return nil
 	}
 	if _, err := host.LinkByName(b.VlanLink()); !strict && err != nil {

@@ -66,6 +66,7 @@ func TestWaitDADFailsAndTimesOut(t *testing.T) {
 // TestTeardownIPv6: the same ownership rules, in the IPv6 family.
 func TestTeardownIPv6(t *testing.T) {
 	host, _, d := rig(t)
+	expectNode(host)
 	r512 := kernel.Rule{Priority: 512, Family: kernel.FamilyV6, Dst: cidr("2600:1f14:a:1::1/128"), Table: kernel.TableMain}
 	other := kernel.Rule{Priority: 512, Family: kernel.FamilyV6, Dst: cidr("2600:1f14:a:1::2/128"), Table: kernel.TableMain}
 	host.EXPECT().RouteList(kernel.FamilyV6, kernel.TableMain).Return(nil, nil)

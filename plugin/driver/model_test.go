@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 	"strings"
@@ -32,7 +33,7 @@ func TestBranchRoundTripOnModel(t *testing.T) {
 		host.LinkSetUp("eth2")
 		before, _ := kernel.Snapshot(host)
 		b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr(c.gw), ParentIndex: trunk, Strict: strict}
-		p := Pod{HostVeth: "vlanabc", ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: netip.MustParseAddr(c.ip), Table: 107}}, Branch: b}
+		p := Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: netip.MustParseAddr(c.ip), Table: 107}}, Branch: b}
 		d := New(nil)
 		if err := d.Setup(host, pod, p); err != nil {
 			t.Fatal(err)
@@ -41,7 +42,7 @@ func TestBranchRoundTripOnModel(t *testing.T) {
 			t.Fatalf("strict=%v %s: check after setup: %v", strict, c.ip, err)
 		}
 		got, err := d.Inspect(host, pod, "eth0")
-		if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 || got.IPs[0].Table != 107 || got.HostVeth != "vlanabc" {
+		if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 || got.IPs[0].Table != 107 || got.HostVeth != bhv {
 			t.Fatalf("strict=%v %s: inspect %+v %v", strict, c.ip, got, err)
 		}
 		if _, err := d.Teardown(host, pod, *got); err != nil {
@@ -70,7 +71,7 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 	if err := d.Check(host, pod, p); err != nil {
 		t.Fatalf("fresh pod: %v", err)
 	}
-	if err := host.RuleDel(kernel.Rule{Priority: PrioFromPod, Src: cidr("10.0.2.11/32"), Table: 2}); err != nil {
+	if err := host.RuleDel(kernel.Rule{Priority: ownership.PrioFromPod, Src: cidr("10.0.2.11/32"), Table: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Check(host, pod, p); err == nil || !strings.Contains(err.Error(), "rule 1536 from 10.0.2.11/32 lookup 2 is missing") {

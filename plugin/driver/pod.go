@@ -11,16 +11,7 @@ import (
 	"net/netip"
 
 	"github.com/vpccni/vpccni/kernel"
-)
-
-// Rule priorities the pod path owns (REFERENCE.md §3.1).
-const (
-	PrioVlanIIF     = 10   // iif rules of branch-ENI pods (strict)
-	PrioToPod       = 512  // to <pod IP> lookup main
-	PrioFromPod     = 1536 // from <pod IP> lookup <ENI table>
-	TableUnknown    = 0    // a teardown source that did not record the table
-	maxPodTable     = 65535
-	firstDeviceTabl = 2 // device N > 0 uses table N+1
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // Pod gateways: the pod side routes everything through a link-local
@@ -33,14 +24,14 @@ var (
 // PodIP is one address of a pod and the route table its egress uses.
 type PodIP struct {
 	Addr  netip.Addr
-	Table int // kernel.TableMain for the primary ENI; TableUnknown if not recorded
+	Table int // kernel.TableMain for the primary ENI; ownership.TableUnknown if not recorded
 }
 
 // Prefix is the host prefix (/32 or /128) of the address.
-func (ip PodIP) Prefix() netip.Prefix { return netip.PrefixFrom(ip.Addr, ip.Addr.BitLen()) }
+func (ip PodIP) Prefix() netip.Prefix { return ownership.HostPrefix(ip.Addr) }
 
 func (ip PodIP) String() string {
-	return fmt.Sprintf("%s table %s", ip.Addr, TableName(ip.Table))
+	return fmt.Sprintf("%s table %s", ip.Addr, ownership.TableName(ip.Table))
 }
 
 // Pod names a pod's kernel objects.
@@ -71,60 +62,14 @@ type Branch struct {
 }
 
 // Table is the branch ENI's route table.
-func (b *Branch) Table() int { return b.VlanID + VlanTableOffset }
+func (b *Branch) Table() int { return ownership.VlanTable(b.VlanID) }
 
 // VlanLink is the VLAN link's name.
-func (b *Branch) VlanLink() string { return fmt.Sprintf("vlan.eth.%d", b.VlanID) }
+func (b *Branch) VlanLink() string { return ownership.VlanLink(b.VlanID) }
 
-// VlanTableOffset: a branch ENI's table is its VLAN id plus this.
-const VlanTableOffset = 100
+func ipNet(p netip.Prefix) *net.IPNet { return ownership.IPNet(p) }
 
-// TableName prints a table the way `ip rule` does.
-func TableName(t int) string {
-	switch t {
-	case kernel.TableMain:
-		return "main"
-	case kernel.TableLocal:
-		return "local"
-	case kernel.TableDefault:
-		return "default"
-	case TableUnknown:
-		return "unknown"
-	}
-	return fmt.Sprint(t)
-}
-
-// IsPodTable reports whether a table may hold a pod's egress routes: main,
-// a per-ENI table (device+1), a VLAN table (vlanID+100) or a multi-card
-// table (10000+). It refuses the tables the kernel keeps for itself
-// (local 255, default 253, unspec 0) and the reserved 1 and 252, so that a
-// forged teardown source can never name them.
-func IsPodTable(t int) bool {
-	switch {
-	case t == kernel.TableMain:
-		return true
-	case t < firstDeviceTabl, t == kernel.TableDefault, t == kernel.TableLocal, t > maxPodTable:
-		return false
-	}
-	return true
-}
-
-// ValidPodAddr reports whether an address can be a pod's: a global unicast
-// address (no loopback, multicast, link-local or unspecified).
-func ValidPodAddr(a netip.Addr) bool {
-	return a.IsValid() && a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() && !a.Is4In6()
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-func family(a netip.Addr) kernel.Family {
-	if a.Is4() {
-		return kernel.FamilyV4
-	}
-	return kernel.FamilyV6
-}
+func family(a netip.Addr) kernel.Family { return ownership.Family(a) }
 
 func gateway(a netip.Addr) netip.Addr {
 	if a.Is4() {
@@ -135,20 +80,9 @@ func gateway(a netip.Addr) netip.Addr {
 
 // samePrefix compares a kernel prefix with a pod prefix.
 func samePrefix(n *net.IPNet, p netip.Prefix) bool {
-	if n == nil {
-		return false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return false
-	}
-	ones, bits := n.Mask.Size()
-	return a.Unmap() == p.Addr() && ones == p.Bits() && bits == p.Addr().BitLen()
+	got, ok := ownership.NetPrefix(n)
+	return ok && got == p
 }
 
 // gwPrefix is the host prefix of a gateway address.
 func gwPrefix(gw netip.Addr) netip.Prefix { return netip.PrefixFrom(gw, gw.BitLen()) }
-
-// validVlan: an 802.1Q id whose table (id+100) is a pod table. VLANs 153
-// and 155 would name the kernel's default and local tables and are refused.
-func validVlan(id int) bool { return id >= 1 && id <= 4094 && IsPodTable(id+VlanTableOffset) }

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -101,7 +102,7 @@ func validate(p Pod) error {
 		return fmt.Errorf("pod has no IP address to set up")
 	}
 	if b := p.Branch; b != nil {
-		if !validVlan(b.VlanID) || b.ParentIndex <= 0 || !b.SubnetGW.IsValid() || len(b.ENIMAC) != 6 {
+		if !ownership.ValidVlan(b.VlanID) || b.ParentIndex <= 0 || !b.SubnetGW.IsValid() || len(b.ENIMAC) != 6 {
 			return fmt.Errorf("branch ENI VLAN %d (trunk ifindex %d, gateway %s, MAC %s) is incomplete or out of range", b.VlanID, b.ParentIndex, b.SubnetGW, b.ENIMAC)
 		}
 		for _, ip := range p.IPs {
@@ -111,7 +112,7 @@ func validate(p Pod) error {
 		}
 	}
 	for _, ip := range p.IPs {
-		if !ValidPodAddr(ip.Addr) || !IsPodTable(ip.Table) {
+		if !ownership.ValidPodAddr(ip.Addr) || !ownership.IsPodTable(ip.Table) {
 			return fmt.Errorf("refusing to set up %s: not a pod address or pod table", ip)
 		}
 	}
@@ -181,7 +182,7 @@ func (d *Driver) setupHostSide(host kernel.API, hostIdx int, ip PodIP) error {
 	// another table is a leftover of an earlier holder that would send our
 	// egress out of the wrong ENI (#3270 asks for exactly this clean-up).
 	if err := d.step(StepClearStaleRules, pfx.String(), func() error {
-		_, err := deleteRules(host, fromPodRuleMatcher(pfx, func(table int) bool { return table != ip.Table && IsPodTable(table) }))
+		_, err := deleteRules(host, fromPodRuleMatcher(ip.Addr, func(table int) bool { return table != ip.Table }))
 		return err
 	}); err != nil {
 		return err
@@ -191,15 +192,17 @@ func (d *Driver) setupHostSide(host kernel.API, hostIdx int, ip PodIP) error {
 	}); err != nil {
 		return err
 	}
-	if err := d.step(StepRuleToPod, pfx.String(), func() error {
-		return ignoreExist(host.RuleAdd(toPodRule(pfx)))
-	}); err != nil {
-		return err
+	// Rule 1536 before rule 512: for a branch pod, 1536 into the VLAN's
+	// table is what ties the address to the VLAN (branchTie), so an ADD cut
+	// short between the two leaves its DEL the proof it needs.
+	if ip.Table != kernel.TableMain {
+		if err := d.step(StepRuleFromPod, pfx.String(), func() error {
+			return ignoreExist(host.RuleAdd(ownership.FromPodRule(ip.Addr, ip.Table)))
+		}); err != nil {
+			return err
+		}
 	}
-	if ip.Table == kernel.TableMain {
-		return nil
-	}
-	return d.step(StepRuleFromPod, pfx.String(), func() error {
-		return ignoreExist(host.RuleAdd(kernel.Rule{Priority: PrioFromPod, Family: family(pfx.Addr()), Src: ipNet(pfx), Table: ip.Table}))
+	return d.step(StepRuleToPod, pfx.String(), func() error {
+		return ignoreExist(host.RuleAdd(ownership.ToPodRule(ip.Addr)))
 	})
 }

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 	"slices"
@@ -34,11 +35,12 @@ func newShadowWorld(t *testing.T, p Pod, before ...kernel.Rule) *shadowWorld {
 	}
 	host, _ := k.Open("node")
 	pod, _ := k.Open("pod")
-	trunk, err := k.AddDevice("node", "eth1", 9001, nil)
+	plugENIs(t, k, "node", host)
+	trunk, err := k.AddDevice("node", "eth2", 9001, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := host.LinkSetUp("eth1"); err != nil {
+	if err := host.LinkSetUp("eth2"); err != nil {
 		t.Fatal(err)
 	}
 	if p.Branch != nil {
@@ -72,7 +74,7 @@ var (
 )
 
 func strictPod() Pod {
-	return Pod{HostVeth: "vlanabc", ContainerIf: "eth0", MTU: 9001, MACSeed: "c1", IPs: []PodIP{{Addr: branchIP, Table: 107}},
+	return Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, MACSeed: "c1", IPs: []PodIP{{Addr: branchIP, Table: 107}},
 		Branch: &Branch{VlanID: 7, ENIMAC: branchMAC, SubnetGW: netip.MustParseAddr("10.1.0.1"), Strict: true}}
 }
 
@@ -82,10 +84,10 @@ func strictPod() Pod {
 // description removes the foreign rule with an extra iif listed before it.
 // The guard in deleteRules is only as good as this fidelity.
 func TestModelDeleteRequestIsAWildcard(t *testing.T) {
-	foreign := kernel.Rule{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain}
+	foreign := kernel.Rule{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain}
 	w := newShadowWorld(t, regularPod, foreign)
 	before := w.rules(t)
-	if err := w.host.RuleDel(toPodRule(ip1Prefix())); err != nil {
+	if err := w.host.RuleDel(ownership.ToPodRule(ip1Prefix().Addr())); err != nil {
 		t.Fatal(err)
 	}
 	removed := kernel.Minus(before, w.rules(t))
@@ -115,15 +117,15 @@ func TestTeardownLeavesShadowedRule(t *testing.T) {
 		kept    string // the pod's rule left in place
 	}{
 		{"512 with an iif", regularPod,
-			kernel.Rule{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain}, shadow512},
+			kernel.Rule{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain}, shadow512},
 		{"512 with a fwmark", regularPod,
-			kernel.Rule{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), Mark: 0x1, Mask: 0x1, Table: kernel.TableMain}, shadow512},
+			kernel.Rule{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), Mark: 0x1, Mask: 0x1, Table: kernel.TableMain}, shadow512},
 		{"512 with an oif", regularPod,
-			kernel.Rule{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), OifName: "eth1", Table: kernel.TableMain}, shadow512},
+			kernel.Rule{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), OifName: "eth1", Table: kernel.TableMain}, shadow512},
 		{"1536 with an iif", regularPod,
-			kernel.Rule{Priority: PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), IifName: "eth1", Table: 2}, shadow1536},
+			kernel.Rule{Priority: ownership.PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), IifName: "eth1", Table: 2}, shadow1536},
 		{"strict iif rule with a fwmark", strictPod(),
-			kernel.Rule{Priority: PrioVlanIIF, Family: v4, IifName: "vlanabc", Mark: 0x1, Mask: 0x1, Table: 107}, "rule 10: from all iif vlanabc lookup 107"},
+			kernel.Rule{Priority: ownership.PrioVlanIIF, Family: v4, IifName: bhv, Mark: 0x1, Mask: 0x1, Table: 107}, "rule 10: from all iif " + bhv + " lookup 107"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,13 +170,13 @@ func TestTeardownLeavesShadowedRule(t *testing.T) {
 // first) neither block the teardown nor are touched by it.
 func TestTeardownDeletesUnshadowedRules(t *testing.T) {
 	before := []kernel.Rule{
-		{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), Table: kernel.TableLocal},
-		{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.0/24"), Table: kernel.TableMain},
-		{Priority: PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), Table: kernel.TableDefault}, // never a pod table
+		{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), Table: kernel.TableLocal},
+		{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.0/24"), Table: kernel.TableMain},
+		{Priority: ownership.PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), Table: kernel.TableDefault}, // never a pod table
 	}
 	after := []kernel.Rule{
-		{Priority: PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain},
-		{Priority: PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), Dst: cidr("10.9.0.0/16"), Table: 2},
+		{Priority: ownership.PrioToPod, Family: v4, Dst: cidr("10.0.2.11/32"), IifName: "eth1", Table: kernel.TableMain},
+		{Priority: ownership.PrioFromPod, Family: v4, Src: cidr("10.0.2.11/32"), Dst: cidr("10.9.0.0/16"), Table: 2},
 	}
 	w := newShadowWorld(t, regularPod, before...)
 	for _, r := range after {
@@ -199,6 +201,7 @@ func TestTeardownDeletesUnshadowedRules(t *testing.T) {
 // model cannot hold such a pair, so a mock kernel lists it.
 func TestTeardownRefusesLookalikes(t *testing.T) {
 	host := mock_kernel.NewMockAPI(gomock.NewController(t))
+	expectNode(host)
 	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
 	host.EXPECT().RuleList(kernel.FamilyV4).Return([]kernel.Rule{our512, our512, our1536}, nil).Times(2)
 	host.EXPECT().RuleDel(our1536).Return(nil) // no RuleDel of our512: the mock fails the test on one
@@ -226,7 +229,7 @@ func TestDelRequestMatches(t *testing.T) {
 		{kernel.Rule{Priority: 512, Family: v4, Dst: cidr("10.0.2.0/24"), Table: kernel.TableMain}, false},
 		{kernel.Rule{Priority: 512, Family: v4, Table: kernel.TableMain}, false},
 	} {
-		if got := delRequestMatches(q, c.e); got != c.want {
+		if got := ownership.DelRequestMatches(q, c.e); got != c.want {
 			t.Errorf("delete of %s reaches %s: %v, want %v", kernel.RuleString(q), kernel.RuleString(c.e), got, c.want)
 		}
 	}

@@ -3,8 +3,11 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // Teardown steps (see Setup for why they are named).
@@ -17,16 +20,39 @@ const (
 	StepDelPodVeth   = "del-pod-veth"
 )
 
+// NotPodAddressError says that the teardown source named an address the
+// node does not show to be a pod's (or, for a branch pod, that nothing on
+// the node ties the address to the VLAN it named), while the kernel has
+// objects for that address at the pod path's priorities: they are somebody
+// else's as far as anyone can prove, and were left alone.
+type NotPodAddressError struct {
+	Addr   netip.Addr
+	Reason string
+}
+
+func (e *NotPodAddressError) Error() string {
+	return fmt.Sprintf("refusing to tear down %s: %s; its rules and routes are left alone", e.Addr, e.Reason)
+}
+
 // Teardown removes the pod's objects, but only those still this pod's.
+//
+// What is a pod's is decided by the node, not by the source (a prevResult,
+// ipamd's reply, the pod namespace): an address is torn down only if it
+// lies in the subnet of one of the node's ENIs and is not an address the
+// node itself carries, and its 1536 rules only in the tables of those ENIs
+// (ownership.Node), whatever table the source claims: the claim is
+// evidence, and a disagreement is logged, not obeyed. A branch pod's
+// address must be tied to its VLAN by the kernel (a rule, a route or the
+// pod's own veth).
 //
 // Rules are keyed by IP and an IP moves on, so before touching an IP's
 // rules the driver asks the kernel who holds it: the main-table host route
-// for the IP points at the holder's host veth. Our host veth is the peer of
-// our container interface (found through the pod namespace, not by name: a
-// pod recreated with the same name has a veth of the same name). If the
-// route points at any other link, the IP and its rules belong to someone
-// else now and are left alone; if it points at ours, or there is no route
-// (our veth went with the namespace), they are ours.
+// for the IP points at the holder's host veth. Our host veth is the peer
+// of our container interface (found through the pod namespace, not by
+// name: a pod recreated with the same name has a veth of the same name).
+// If the route points at any other link, the IP and its rules belong to
+// someone else now and are left alone; if it points at ours, or there is
+// no route (our veth went with the namespace), they are ours.
 //
 // Every step runs even if an earlier one failed, so one failure leaves as
 // little as possible; the joined error makes the runtime retry.
@@ -35,29 +61,37 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 	ourVeth := 0
 	if pod != nil {
 		if err := d.step(StepFindOwnVeth, p.ContainerIf, func() error {
-			l, err := pod.LinkByName(p.ContainerIf)
-			if err != nil {
-				return ignoreNotFound(err)
-			}
-			if l.Kind == kernel.KindVeth {
-				ourVeth = l.ParentIndex
-			}
-			return nil
+			var err error
+			ourVeth, err = ownership.SandboxVeth(pod, p.ContainerIf)
+			return err
 		}); err != nil {
 			return rep, err
 		}
 	}
-	var errs []error
-	for _, ip := range p.IPs {
-		if !ValidPodAddr(ip.Addr) || (ip.Table != TableUnknown && !IsPodTable(ip.Table)) || (p.Branch != nil && !validVlan(p.Branch.VlanID)) {
-			errs = append(errs, fmt.Errorf("refusing to tear down %s: not a pod address or pod table", ip))
-			continue
+	node, err := ownership.ReadNode(host)
+	if err != nil {
+		return rep, err
+	}
+	// Decide for every address before touching any: a source that names
+	// one address the node does not show to be this pod's is refused as a
+	// whole, and nothing of the others is torn down either.
+	tables := make([][]int, len(p.IPs))
+	for i, ip := range p.IPs {
+		if tables[i], err = d.plan(host, node, p, ip, ourVeth, &rep); err != nil {
+			return rep, err
 		}
-		var err error
-		if p.Branch != nil {
-			err = d.teardownBranch(host, ip, p.Branch, ourVeth, &rep)
-		} else {
-			err = d.teardownIP(host, ip, ourVeth, &rep)
+	}
+	var errs []error
+	for i, ip := range p.IPs {
+		switch {
+		case p.Branch != nil:
+			// The VLAN's own objects go whether or not the address is
+			// tied to it (see teardownBranch).
+			err = d.teardownBranch(host, ip, p.Branch, ourVeth, tables[i] != nil, &rep)
+		case tables[i] == nil:
+			continue // nothing of it on the node
+		default:
+			err = d.teardownIP(host, ip, tables[i], ourVeth, &rep)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -74,12 +108,65 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 			errs = append(errs, err)
 		}
 	}
-	err := errors.Join(errs...)
-	d.log.Debug("pod network torn down", "hostVeth", p.HostVeth, "removed", rep.Removed, "skipped", rep.Skipped, "error", err)
+	err = errors.Join(errs...)
+	d.log.Debug("pod network torn down", "hostVeth", p.HostVeth, "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes, "error", err)
 	return rep, err
 }
 
-func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report) error {
+// plan decides, from the node, which tables the address's rules may be
+// in. It refuses (NotPodAddressError) an address the node does not show to
+// be this pod's while the kernel has objects for it, and returns no tables
+// when there is nothing of it to tear down.
+func (d *Driver) plan(host kernel.API, node *ownership.Node, p Pod, ip PodIP, ourVeth int, rep *Report) ([]int, error) {
+	if p.Branch != nil && !ownership.ValidVlan(p.Branch.VlanID) {
+		return nil, &NotPodAddressError{Addr: ip.Addr, Reason: fmt.Sprintf("VLAN %d is not a branch ENI's", p.Branch.VlanID)}
+	}
+	tables, why := d.podTables(host, node, p, ip, ourVeth)
+	if why != "" {
+		leftover, err := hasObjects(host, ip.Addr)
+		if err != nil {
+			return nil, err
+		}
+		if leftover {
+			return nil, &NotPodAddressError{Addr: ip.Addr, Reason: why}
+		}
+		rep.note("%s: nothing of it on the node (%s)", ip.Addr, why)
+		return nil, nil
+	}
+	if ip.Table != ownership.TableUnknown && !slices.Contains(tables, ip.Table) {
+		rep.note("the source names table %s for %s; the node says %s: tearing down there",
+			ownership.TableName(ip.Table), ip.Addr, tableNames(tables))
+		d.log.Warn("teardown source disagrees with the node about the table; the node wins",
+			"ip", ip.Addr, "sourceTable", ip.Table, "nodeTables", tables)
+	}
+	return tables, nil
+}
+
+// podTables is the tables the address's 1536 rules may be in, or why the
+// node does not show it as this pod's.
+func (d *Driver) podTables(host kernel.API, node *ownership.Node, p Pod, ip PodIP, ourVeth int) ([]int, string) {
+	if p.Branch == nil {
+		tables, err := node.PodTables(ip.Addr)
+		if err != nil {
+			return nil, err.Error()
+		}
+		return tables, ""
+	}
+	if node.IsOwnAddress(ip.Addr) || !ownership.ValidPodAddr(ip.Addr) {
+		return nil, fmt.Sprintf("%s is the node's own address or no pod's", ip.Addr)
+	}
+	tied, err := branchTie(host, ip.Addr, p.Branch.Table(), p.HostVeth, ourVeth)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !tied {
+		return nil, fmt.Sprintf("nothing on the node ties %s to VLAN %d (no rule 1536 from it into table %d, no route to it there, no iif rule of %s, no main route to this sandbox's veth)",
+			ip.Addr, p.Branch.VlanID, p.Branch.Table(), p.HostVeth)
+	}
+	return []int{p.Branch.Table()}, ""
+}
+
+func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int, rep *Report) error {
 	pfx := ip.Prefix()
 	var route *kernel.Route
 	if err := d.step(StepCheckHolder, pfx.String(), func() error {
@@ -99,7 +186,7 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report)
 		return nil
 	}
 	var errs []error
-	if err := d.teardownIPRules(host, ip, rep); err != nil {
+	if err := d.teardownIPRules(host, ip.Addr, tables, rep); err != nil {
 		errs = append(errs, err)
 	}
 	if route != nil {
@@ -116,34 +203,60 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, ourVeth int, rep *Report)
 	return errors.Join(errs...)
 }
 
-// teardownIPRules removes the address's own 512 and 1536 rules (the
-// ownership check is the caller's).
-func (d *Driver) teardownIPRules(host kernel.API, ip PodIP, rep *Report) error {
-	pfx := ip.Prefix()
+// teardownIPRules removes the address's own 512 rule and its 1536 rules in
+// the given tables (the caller has decided the tables and checked the
+// holder).
+func (d *Driver) teardownIPRules(host kernel.API, a netip.Addr, tables []int, rep *Report) error {
+	pfx := ownership.HostPrefix(a)
 	var errs []error
 	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
-		gone, err := deleteRules(host, toPodRuleMatcher(pfx))
+		gone, err := deleteRules(host, toPodRuleMatcher(a))
 		for range gone {
-			rep.removed("rule %d to %s lookup main", PrioToPod, pfx)
+			rep.removed("rule %d to %s lookup main", ownership.PrioToPod, pfx)
 		}
 		return err
 	}); err != nil {
 		errs = append(errs, err)
 	}
-	if ip.Table == kernel.TableMain {
+	if !slices.ContainsFunc(tables, func(t int) bool { return t != kernel.TableMain }) {
 		return errors.Join(errs...)
 	}
-	// An unknown table (a source older than the table in the result)
-	// matches 1536 rules of this exact source in any pod table.
-	want := func(t int) bool { return ip.Table == TableUnknown || t == ip.Table }
 	if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
-		gone, err := deleteRules(host, fromPodRuleMatcher(pfx, want))
+		gone, err := deleteRules(host, fromPodRuleMatcher(a, func(t int) bool { return slices.Contains(tables, t) }))
 		for _, r := range gone {
-			rep.removed("rule %d from %s lookup %s", PrioFromPod, pfx, TableName(r.Table))
+			rep.removed("rule %d from %s lookup %s", ownership.PrioFromPod, pfx, ownership.TableName(r.Table))
 		}
 		return err
 	}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// hasObjects reports whether the kernel shows a pod-path object for the
+// address: a 512 or 1536 rule of its exact shape, or a main-table route to
+// exactly it.
+func hasObjects(host kernel.API, a netip.Addr) (bool, error) {
+	rules, err := host.RuleList(family(a))
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rules {
+		if ownership.IsToPod(r, a) || ownership.IsFromPod(r, a) {
+			return true, nil
+		}
+	}
+	route, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain)
+	return route != nil, err
+}
+
+func tableNames(ts []int) string {
+	s := ""
+	for i, t := range ts {
+		if i > 0 {
+			s += " or "
+		}
+		s += ownership.TableName(t)
+	}
+	return s
 }

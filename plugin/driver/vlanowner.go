@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"net/netip"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -62,9 +63,9 @@ func vlanHolder(host kernel.API, table int, ip netip.Addr, ourVeth int) (string,
 			continue
 		}
 		switch {
-		case r.Priority == PrioVlanIIF && r.IifName != "" && !isVlanLink(r.IifName) && r.IifName != ourName && byName[r.IifName]:
+		case r.Priority == ownership.PrioVlanIIF && r.IifName != "" && !isVlanLink(r.IifName) && r.IifName != ourName && byName[r.IifName]:
 			return fmt.Sprintf("%s (iif rule into table %d)", r.IifName, table), nil
-		case r.Priority == PrioFromPod && r.Src != nil:
+		case r.Priority == ownership.PrioFromPod && r.Src != nil:
 			if a, ok := netip.AddrFromSlice(r.Src.IP); ok && a.Unmap() != ip {
 				if name, ok := other(main[a.Unmap()]); ok {
 					return fmt.Sprintf("%s (rule 1536 from %s)", name, a.Unmap()), nil
@@ -92,4 +93,34 @@ func isVlanLink(name string) bool {
 	var id int
 	_, err := fmt.Sscanf(name, "vlan.eth.%d", &id)
 	return err == nil
+}
+
+// branchTie reports whether the kernel ties a branch pod's address to its
+// VLAN table, so that the address's rules are the pod's to remove: a rule
+// 1536 `from <a> lookup <table>` (standard mode), a route to a in the
+// table (strict mode), a prio-10 iif rule of the pod's own host veth into
+// the table (strict mode, after the pod namespace went), or the main route
+// to a pointing at this sandbox's veth. A forged source that names a VLAN
+// and an address of somebody else finds none of these.
+func branchTie(host kernel.API, a netip.Addr, table int, hostVeth string, ourVeth int) (bool, error) {
+	rules, err := host.RuleList(family(a))
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rules {
+		if r.Table != table {
+			continue
+		}
+		if ownership.IsFromPod(r, a) || (hostVeth != "" && r.IifName == hostVeth && ownership.IsIIF(r)) {
+			return true, nil
+		}
+	}
+	if r, err := routeIn(host, ownership.HostPrefix(a), table); err != nil || r != nil {
+		return r != nil, err
+	}
+	if ourVeth == 0 {
+		return false, nil
+	}
+	r, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain)
+	return r != nil && r.LinkIndex == ourVeth, err
 }

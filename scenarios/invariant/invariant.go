@@ -5,6 +5,7 @@ package invariant
 
 import (
 	"fmt"
+	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 	"sort"
@@ -42,7 +43,7 @@ type Pod struct {
 func (p Pod) Table() int {
 	switch {
 	case p.VlanID != 0:
-		return p.VlanID + driver.VlanTableOffset
+		return p.VlanID + ownership.VlanTableOffset
 	case p.Device == 0:
 		return kernel.TableMain
 	}
@@ -191,26 +192,26 @@ func checkNodeObjects(w World) ([]Violation, error) {
 	}
 	for _, r := range rules {
 		switch r.Priority {
-		case driver.PrioToPod:
+		case ownership.PrioToPod:
 			a, ok := toAddr(r.Dst)
 			if p, isLive := live[a]; ok && isLive && r.Table == kernel.TableMain && r.Src == nil {
 				have512[p.IP] = true
 				continue
 			}
-			out = append(out, Violation{Leak, fmt.Sprintf("rule %d to %s lookup %s (%s)", r.Priority, r.Dst, driver.TableName(r.Table), owner(w, a))})
-		case driver.PrioFromPod:
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d to %s lookup %s (%s)", r.Priority, r.Dst, ownership.TableName(r.Table), owner(w, a))})
+		case ownership.PrioFromPod:
 			a, ok := toAddr(r.Src)
 			if p, isLive := live[a]; ok && isLive && r.Table == p.Table() && r.Dst == nil {
 				have1536[p.IP] = true
 				continue
 			}
-			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, driver.TableName(r.Table), owner(w, a))})
-		case driver.PrioVlanIIF:
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, ownership.TableName(r.Table), owner(w, a))})
+		case ownership.PrioVlanIIF:
 			if p, ok := iifOwner[r.IifName]; ok && r.Table == p.Table() {
 				haveIIF[r.IifName] = true
 				continue
 			}
-			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, driver.TableName(r.Table))})
+			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, ownership.TableName(r.Table))})
 		}
 	}
 	links, err := w.Node.LinkList()
@@ -348,7 +349,7 @@ func checkRouting(w World) ([]Violation, error) {
 				to += " (" + n + " on another node)"
 			}
 			out = append(out, Violation{Misroute, fmt.Sprintf("traffic from %s (%s, device %d) to %s leaves via %s, not %s (rule %d, table %s)",
-				p.Name, p.IP, p.Device, to, res.LinkName, want, res.RulePrio, driver.TableName(res.Table))})
+				p.Name, p.IP, p.Device, to, res.LinkName, want, res.RulePrio, ownership.TableName(res.Table))})
 		}
 	}
 	return out, nil

@@ -32,13 +32,7 @@ func (b *branchIpamd) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest,
 func TestPlaybackBranchPods(t *testing.T) {
 	for _, mode := range []string{"strict", "standard"} {
 		t.Run(mode, func(t *testing.T) {
-			r := newRecording(t)
-			for _, name := range []string{"eth0", "eth1"} {
-				if _, err := r.k.AddDevice(NodeNS, name, 9001, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			r.base = r.snapshot(NodeNS)
+			r := newRecording(t) // eth1 (ifindex 3) is the trunk
 			r.extra = map[string]any{"podSGEnforcingMode": mode}
 			r.setBackend(&branchIpamd{poolIpamd: r.ipamd})
 			r.add("sgp-0")

@@ -27,7 +27,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 	"github.com/vpccni/vpccni/plugin"
@@ -110,7 +109,7 @@ func Play(entries []journal.Entry, opt Options) (*Report, error) {
 	if err := k.AddNamespace(NodeNS); err != nil {
 		return nil, err
 	}
-	if err := plugTrunks(k, entries); err != nil {
+	if err := plugNode(k, entries); err != nil {
 		return nil, err
 	}
 	if err := forwarding(k); err != nil {
@@ -147,42 +146,6 @@ func (pb *player) baseline(path string) error {
 	s, err := pb.snapshot(path)
 	pb.base[path] = s
 	return err
-}
-
-// plugTrunks makes the node links branch-ENI replies name as the VLAN's
-// parent (ParentIfIndex): stand-ins eth0, eth1, … get indexes 2, 3, …
-// (lo is 1), as on an instance, up to the highest index named.
-func plugTrunks(k *model.Kernel, entries []journal.Entry) error {
-	highest := 0
-	for _, e := range entries {
-		for _, c := range e.Ipamd {
-			if c.Method != "AddNetwork" || c.Reply == nil {
-				continue
-			}
-			var r rpc.AddNetworkReply
-			if err := unmarshalReply(c.Reply, &r); err == nil && int(r.GetParentIfIndex()) > highest {
-				highest = int(r.GetParentIfIndex())
-			}
-		}
-	}
-	if highest > 4096 {
-		return fmt.Errorf("a branch ENI's trunk has ifindex %d; the replay makes stand-ins up to 4096", highest)
-	}
-	h, err := k.Open(NodeNS)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	for d := 0; d+2 <= highest; d++ {
-		name := fmt.Sprintf("eth%d", d)
-		if _, err := k.AddDevice(NodeNS, name, 9001, nil); err != nil {
-			return err
-		}
-		if err := h.LinkSetUp(name); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // forwarding turns on what a node has on (the OS for IPv4, ipamd for

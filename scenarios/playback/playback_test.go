@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,9 +84,43 @@ func newRecording(t testing.TB) *recording {
 	if err := r.k.AddNamespace(NodeNS); err != nil {
 		t.Fatal(err)
 	}
+	r.plugENIs()
 	r.setBackend(r.ipamd)
 	r.base = r.snapshot(NodeNS)
 	return r
+}
+
+// plugENIs gives the recording node its ENIs as an instance's OS and
+// ipamd leave them (the plugin tears down only addresses in their
+// subnets): eth0 primary, 10.0.1.0/24 and 2001:db8:1:2::/64 with the
+// default routes; eth1 secondary, 10.0.2.0/24 with rule 32765 to table 2.
+// The replay rebuilds its node from the journal, with other own addresses.
+func (r *recording) plugENIs() {
+	h, err := r.k.Open(NodeNS)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer h.Close()
+	must := func(err error) {
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	for d, addrs := range [][]string{{"10.0.1.5/24", "2001:db8:1:2::5/64"}, {"10.0.2.5/24"}} {
+		name := fmt.Sprintf("eth%d", d)
+		idx, err := r.k.AddDevice(NodeNS, name, 9001, nil)
+		must(err)
+		must(h.LinkSetUp(name))
+		for _, a := range addrs {
+			p := netip.MustParsePrefix(a)
+			must(h.AddrAdd(idx, &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+		}
+		if d == 0 {
+			must(h.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1").To4(), LinkIndex: idx, Family: kernel.FamilyV4}))
+			must(h.RouteAdd(kernel.Route{Gw: net.ParseIP("fe80::1"), LinkIndex: idx, Family: kernel.FamilyV6}))
+		}
+	}
+	must(h.RuleAdd(kernel.Rule{Priority: 32765, Family: kernel.FamilyV4, Src: &net.IPNet{IP: net.IP{10, 0, 2, 5}, Mask: net.CIDRMask(32, 32)}, Table: 2}))
 }
 
 func (r *recording) setBackend(c rpc.CNIBackendClient) {

@@ -28,10 +28,10 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/vpccni/vpccni/internal/benchstat"
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 func main() {
@@ -300,7 +300,7 @@ func (n *node) cycle(plugin string, list *libcni.NetworkConfigList, name string,
 	}
 	hv := ""
 	if plugin == "vpc-cni" {
-		hv = naming.HostVeth("eni", "default", name)
+		hv = ownership.HostVeth("eni", "default", name)
 	}
 	if err := n.gone(p, res.IPs[0].Address.IP, hv); err != nil {
 		return fmt.Errorf("%s: %w", plugin, err)
@@ -353,7 +353,7 @@ func run(n *node, runs, hangRuns int, timeout, cooldown time.Duration) error {
 			return err
 		}
 		d, derr := n.del(n.vpc, p)
-		gerr := n.gone(p, res.IPs[0].Address.IP, naming.HostVeth("eni", "default", name))
+		gerr := n.gone(p, res.IPs[0].Address.IP, ownership.HostVeth("eni", "default", name))
 		if err := n.ipamd.Process.Signal(syscall.SIGCONT); err != nil {
 			p.ns.Close()
 			return err

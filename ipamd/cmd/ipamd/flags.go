@@ -22,7 +22,6 @@ import (
 	"github.com/vpccni/vpccni/cloud"
 	awscloud "github.com/vpccni/vpccni/cloud/aws"
 	"github.com/vpccni/vpccni/cloud/memory"
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
@@ -30,6 +29,7 @@ import (
 	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/warmpool"
 	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // Defaults that are not another package's.
@@ -108,7 +108,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.BoolVar(&f.reconcile, "reconcile", true, "")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", ipamd.DefaultReconcileInterval, "")
 	fs.DurationVar(&f.reconcileGrace, "reconcile-grace", ipamd.DefaultReconcileGrace, "")
-	fs.StringVar(&f.vethPrefix, "veth-prefix", or(envVethPrefix, naming.DefaultVethPrefix), "")
+	fs.StringVar(&f.vethPrefix, "veth-prefix", or(envVethPrefix, ownership.DefaultVethPrefix), "")
 	fs.StringVar(&f.introspection, "introspection-address", or(envIntrospection, introspect.DefaultAddress), "")
 	fs.BoolVar(&f.allowNonLoopback, "allow-nonloopback-introspection", false, "")
 	fs.BoolVar(&f.noIntrospection, "disable-introspection", envBool(getenv, "DISABLE_INTROSPECTION"), "")
@@ -138,7 +138,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	if f.targets.WarmENI < 0 || f.targets.WarmIP < 0 || f.targets.MinimumIP < 0 || f.targets.WarmPrefix < 0 {
 		return nil, errors.New("warm-pool targets must not be negative")
 	}
-	if err := naming.ValidatePrefix(f.vethPrefix); err != nil {
+	if err := ownership.ValidatePrefix(f.vethPrefix); err != nil {
 		return nil, fmt.Errorf("--veth-prefix: %w", err)
 	}
 	switch f.cloudKind {
@@ -169,7 +169,7 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 	cfg := ipamd.Config{SocketPath: f.socket, Logger: log, Version: buildVersion, RejectVersionMismatch: f.strict,
 		IPv6: f.ipv6, Checkpoint: f.checkpoint, Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
 		Cooldown: f.cooldown, Reconcile: f.reconcile, ReconcileInterval: f.reconcileInterval, ReconcileGrace: f.reconcileGrace,
-		Targets: f.targets, VethPrefixes: []string{f.vethPrefix, naming.StrictVethPrefix}}
+		Targets: f.targets, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
 	if !f.noMetrics {
 		f.registry = prometheus.NewRegistry()
 		f.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

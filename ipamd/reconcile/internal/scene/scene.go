@@ -7,10 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/naming"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/plugin/driver"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // World is a node namespace and a way to make pod namespaces beside it.
@@ -19,15 +18,47 @@ type World struct {
 	NewPodNS func() (kernel.API, error)
 }
 
-// Prepare readies the node as ipamd finds it: lo up, IPv6 on, and eth0
-// (a bridge standing in for the primary ENI: the model and Linux both make
-// bridges without hardware) up.
+// Prepare readies the node as ipamd finds it: lo up, IPv6 on, and two
+// ENIs (bridges stand in for them: the model and Linux both make bridges
+// without hardware). eth0 is the primary ENI as the OS leaves it: its
+// address in 10.0.1.0/24 and in the /64 of the delegated prefix, and the
+// default routes. eth1 is a secondary ENI as ipamd configures it: its
+// address in 10.0.2.0/24 and rule 32765 to its table, 2. These are what
+// tell ownership.Node which addresses and tables are pods'.
 func (w World) Prepare() error {
+	eni := func(name, addr string) func() error {
+		return func() error {
+			l, err := w.Node.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			return w.Node.AddrAdd(l.Index, addrNet(addr))
+		}
+	}
+	route := func(gw string, fam kernel.Family) func() error {
+		return func() error {
+			l, err := w.Node.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return w.Node.RouteAdd(kernel.Route{Gw: net.ParseIP(gw), LinkIndex: l.Index, Family: fam})
+		}
+	}
 	for _, step := range []func() error{
 		func() error { return w.Node.SysctlSet("net/ipv6/conf/all/disable_ipv6", "0") },
 		func() error { return w.Node.LinkSetUp("lo") },
 		func() error { return w.Node.AddBridge("eth0", 9001) },
 		func() error { return w.Node.LinkSetUp("eth0") },
+		func() error { return w.Node.AddBridge("eth1", 9001) },
+		func() error { return w.Node.LinkSetUp("eth1") },
+		eni("eth0", "10.0.1.10/24"),
+		eni("eth0", "2600:1f14:1:1:8000::a/64"),
+		eni("eth1", "10.0.2.10/24"),
+		route("10.0.1.1", kernel.FamilyV4),
+		route("fe80::1", kernel.FamilyV6),
+		func() error {
+			return w.Node.RuleAdd(kernel.Rule{Priority: ownership.PrioENI, Family: kernel.FamilyV4, Src: Net("10.0.2.10/32"), Table: 2})
+		},
 	} {
 		if err := step(); err != nil {
 			return err
@@ -36,12 +67,19 @@ func (w World) Prepare() error {
 	return nil
 }
 
+// addrNet is an interface address (the address, not the network, with the
+// prefix's length).
+func addrNet(s string) *net.IPNet {
+	p := netip.MustParsePrefix(s)
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
 // Pod makes what the plugin makes for a live pod on the node side: the
 // host veth prefix+hash(ns/name) (its peer is eth0 in a pod namespace of
 // its own), up, and its main-table host route; rules 512 and (off the main
 // table) 1536 when withRules. It returns the host veth's name.
 func (w World) Pod(prefix, ns, name string, ip netip.Addr, table int, withRules bool) (string, error) {
-	hv := naming.HostVeth(prefix, ns, name)
+	hv := ownership.HostVeth(prefix, ns, name)
 	pod, err := w.NewPodNS()
 	if err != nil {
 		return "", err
@@ -76,6 +114,15 @@ func (w World) Pod(prefix, ns, name string, ip netip.Addr, table int, withRules 
 	return hv, w.Rules(rules...)
 }
 
+// index is a node link's ifindex (0 when it is not there).
+func (w World) index(name string) int {
+	l, err := w.Node.LinkByName(name)
+	if err != nil {
+		return 0
+	}
+	return l.Index
+}
+
 // Rules adds rules in order (order matters: a rule goes after the rules
 // of its priority already there).
 func (w World) Rules(rs ...kernel.Rule) error {
@@ -107,17 +154,17 @@ func fam(ip netip.Addr) kernel.Family {
 
 // ToPod is the plugin's `512: to <ip> lookup main`.
 func ToPod(ip netip.Addr) kernel.Rule {
-	return kernel.Rule{Priority: driver.PrioToPod, Family: fam(ip), Dst: Host(ip), Table: kernel.TableMain}
+	return kernel.Rule{Priority: ownership.PrioToPod, Family: fam(ip), Dst: Host(ip), Table: kernel.TableMain}
 }
 
 // FromPod is the plugin's `1536: from <ip> lookup <table>`.
 func FromPod(ip netip.Addr, table int) kernel.Rule {
-	return kernel.Rule{Priority: driver.PrioFromPod, Family: fam(ip), Src: Host(ip), Table: table}
+	return kernel.Rule{Priority: ownership.PrioFromPod, Family: fam(ip), Src: Host(ip), Table: table}
 }
 
 // IIF is the branch path's `10: iif <link> lookup <table>`.
 func IIF(f kernel.Family, link string, table int) kernel.Rule {
-	return kernel.Rule{Priority: driver.PrioVlanIIF, Family: f, IifName: link, Table: table}
+	return kernel.Rule{Priority: ownership.PrioVlanIIF, Family: f, IifName: link, Table: table}
 }
 
 // Addr parses an address.
@@ -177,7 +224,7 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Live = append(c.Live, reconcile.Recovered{IP: Addr(p.ip), HostVeth: hv, Table: p.table})
+		c.Live = append(c.Live, reconcile.Recovered{IP: Addr(p.ip), HostVeth: hv, HostVethIndex: w.index(hv), Table: p.table})
 		if p.held {
 			hold(p.name, "default", p.name, "", p.ip, old)
 		}
@@ -188,20 +235,20 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 		return nil, err
 	}
 	hold("rec-1", "", "", recLive, "10.0.1.41", old)
-	c.Live = append(c.Live, reconcile.Recovered{IP: Addr("10.0.1.41"), HostVeth: recLive, Table: kernel.TableMain})
+	c.Live = append(c.Live, reconcile.Recovered{IP: Addr("10.0.1.41"), HostVeth: recLive, HostVethIndex: w.index(recLive), Table: kernel.TableMain})
 	slices.SortFunc(c.Live, func(a, b reconcile.Recovered) int { return a.IP.Compare(b.IP) })
-	c.VethPrefixes = []string{"eni", "veth", naming.StrictVethPrefix}
+	c.VethPrefixes = []string{"eni", "veth", ownership.StrictVethPrefix}
 	// A live strict branch pod: its host veth and its iif rules (its
 	// address is the branch ENI's, not the pool's), and a live VLAN link
 	// (a bridge by that name stands in for it: only the name counts).
-	sg0, err := w.Pod(naming.StrictVethPrefix, "default", "sg-0", Addr("10.9.0.5"), 105, false)
+	sg0, err := w.Pod(ownership.StrictVethPrefix, "default", "sg-0", Addr("10.9.0.5"), 105, false)
 	if err != nil {
 		return nil, err
 	}
 	if err := w.Node.AddBridge("vlan.eth.8", 9001); err != nil {
 		return nil, err
 	}
-	sgGone := naming.HostVeth(naming.StrictVethPrefix, "default", "sg-gone")
+	sgGone := ownership.HostVeth(ownership.StrictVethPrefix, "default", "sg-gone")
 	v4, v6 := kernel.FamilyV4, kernel.FamilyV6
 
 	// Allocations whose pod is gone: old ones are released with their
@@ -210,7 +257,7 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 	// kernel can confirm.
 	hold("gone-0", "default", "gone-0", "", "10.0.2.30", old)
 	hold("gone-6", "default", "gone-6", "", "2600:1f14:1:1::30", old)
-	hold("rec-0", "", "", naming.HostVeth("eni", "default", "rec-0"), "10.0.1.40", old)
+	hold("rec-0", "", "", ownership.HostVeth("eni", "default", "rec-0"), "10.0.1.40", old)
 	hold("young-0", "default", "young-0", "", "10.0.2.31", young)
 	hold("stale-0", "default", "stale-0", "", "10.0.1.13", old)
 	hold("unknown-0", "", "", "", "10.0.1.50", old)
@@ -218,7 +265,7 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 
 	orphan := []kernel.Rule{
 		ToPod(Addr("10.0.2.20")), FromPod(Addr("10.0.2.20"), 2),
-		ToPod(Addr("2600:1f14:1:1::20")), FromPod(Addr("2600:1f14:1:1::20"), 10001),
+		ToPod(Addr("2600:1f14:1:1::20")),
 		FromPod(Addr("10.0.2.21"), 2),
 		IIF(v4, sgGone, 107), IIF(v4, "vlan.eth.7", 107), IIF(v6, sgGone, 107),
 	}
@@ -249,6 +296,11 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 		{Priority: 1536, Family: v4, Src: Net("10.0.2.55/32"), Dst: Net("8.8.8.8/32"), Table: 2},
 		{Priority: 1536, Family: v6, Src: Net("2600:1f14:1:1::56/128"), OifName: "eth0", Table: 2},
 		{Priority: 512, Family: v6, Dst: Net("2600:1f14:1:2::/64"), Table: kernel.TableMain},
+		// The shape of a pod's 1536 rule, but eth0's pods use main: not a
+		// table of this address's ENI, so not a pod rule of this node.
+		FromPod(Addr("2600:1f14:1:1::20"), 10001),
+		// A pool address that is the node's own (eth1's primary address).
+		ToPod(Addr("10.0.2.10")),
 		IIF(v4, "eth0", 2),
 		IIF(v4, sgGone, 2),         // not a VLAN table
 		IIF(v4, "vlan.eth.9", 107), // the table of another VLAN
@@ -276,7 +328,7 @@ func ForeignRules(w World, now time.Time) (*Case, error) {
 	c.Counts = map[reconcile.Kind]int{
 		reconcile.KindReleased:    3,
 		reconcile.KindRuleToPod:   5,
-		reconcile.KindRuleFromPod: 4,
+		reconcile.KindRuleFromPod: 3,
 		reconcile.KindRuleIIF:     3,
 	}
 	return c, nil

@@ -5,12 +5,13 @@
 // <prefix><first 11 hex digits of sha1("<namespace>.<name>")>, the virtual
 // "dummy" interface of the CNI result uses the same suffix, and ipamd
 // recognises a checkpointed pod by that suffix on any host link.
-package naming
+package ownership
 
 import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"github.com/vpccni/vpccni/kernel"
 	"strconv"
 	"strings"
 )
@@ -71,4 +72,71 @@ func ValidatePrefix(prefix string) error {
 // whether it is one of this pod's names whatever the prefix.
 func HasPodSuffix(linkName, namespace, name string) bool {
 	return strings.HasSuffix(linkName, PodSuffix(namespace, name, 0))
+}
+
+// IsHostVeth reports whether name is a pod's host veth for one of the
+// prefixes: the prefix followed by exactly SuffixLen lowercase hex digits
+// (the pod's name hash). Empty prefixes are ignored.
+func IsHostVeth(name string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p == "" || !strings.HasPrefix(name, p) {
+			continue
+		}
+		if rest := name[len(p):]; len(rest) == SuffixLen && isLowerHex(rest) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsBranchHostVeth reports whether name is the host veth of a branch-ENI
+// pod in strict mode: "vlan" followed by exactly 11 lowercase hex digits.
+func IsBranchHostVeth(name string) bool { return IsHostVeth(name, []string{StrictVethPrefix}) }
+
+func isLowerHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// vlanLinkPrefix is how the branch path names a VLAN link on the trunk.
+const vlanLinkPrefix = "vlan.eth."
+
+// VlanLink is the name of a branch ENI's VLAN link: vlan.eth.<id>.
+func VlanLink(id int) string { return vlanLinkPrefix + strconv.Itoa(id) }
+
+// VlanLinkID returns the VLAN id of a branch ENI's VLAN link name
+// (vlan.eth.<id>, id 1–4094 in decimal without leading zeros).
+func VlanLinkID(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, vlanLinkPrefix)
+	if !ok || digits == "" || digits[0] == '0' || len(digits) > 4 {
+		return 0, false
+	}
+	id, err := strconv.Atoi(digits)
+	if err != nil || id < 1 || id > 4094 || strconv.Itoa(id) != digits {
+		return 0, false
+	}
+	return id, true
+}
+
+// SandboxVeth is the ifindex, in the node namespace, of the host veth that
+// is the peer of the sandbox's container interface: the proof that a host
+// veth is that sandbox's (a pod recreated with the same name has a host
+// veth of the same name, and only the peer tells them apart). It is 0 when
+// the interface is gone or is not a veth.
+func SandboxVeth(pod kernel.API, containerIf string) (int, error) {
+	l, err := pod.LinkByName(containerIf)
+	if kernel.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if l.Kind != kernel.KindVeth {
+		return 0, nil
+	}
+	return l.ParentIndex, nil
 }

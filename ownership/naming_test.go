@@ -1,4 +1,4 @@
-package naming
+package ownership
 
 import "testing"
 

@@ -1,0 +1,82 @@
+package driver
+
+import (
+	"net"
+	"testing"
+
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/model"
+	"github.com/vpccni/vpccni/mocks/mock_kernel"
+	"github.com/vpccni/vpccni/ownership"
+)
+
+// The node the driver's tests assume, as ownership.ReadNode reads it: eth0
+// is the primary ENI as the OS leaves it (10.0.1.10/24 and
+// 2600:1f14:a:1::a/64, the default routes: its pods use main), eth1 a
+// secondary ENI as ipamd configures it (10.0.2.10/24, rule 32765 to table
+// 2). Pod addresses ip1 (10.0.2.11) and ip6 (2600:1f14:a:1::1) are theirs.
+var (
+	testLinks = []kernel.Link{{Index: 1, Name: "lo"}, {Index: 2, Name: "eth0", Kind: kernel.KindDevice}, {Index: 3, Name: "eth1", Kind: kernel.KindDevice}}
+	testAddrs = []kernel.Addr{
+		{LinkIndex: 2, IPNet: ifAddr("10.0.1.10/24")}, {LinkIndex: 2, IPNet: ifAddr("2600:1f14:a:1::a/64")},
+		{LinkIndex: 3, IPNet: ifAddr("10.0.2.10/24")},
+	}
+	testENIRule = kernel.Rule{Priority: ownership.PrioENI, Family: kernel.FamilyV4, Src: cidr("10.0.2.10/32"), Table: 2}
+	testRoutes  = []kernel.Route{
+		{Table: kernel.TableMain, Gw: net.ParseIP("10.0.1.1"), LinkIndex: 2, Family: kernel.FamilyV4},
+		{Table: kernel.TableMain, Gw: net.ParseIP("fe80::1"), LinkIndex: 2, Family: kernel.FamilyV6},
+	}
+)
+
+// ifAddr is an interface address: the address itself with its prefix length.
+func ifAddr(s string) *net.IPNet {
+	ip, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	return &net.IPNet{IP: ip, Mask: n.Mask}
+}
+
+// expectNode answers a mock node's ownership.ReadNode with the test node.
+func expectNode(host *mock_kernel.MockAPI) {
+	host.EXPECT().LinkList().Return(testLinks, nil).AnyTimes()
+	host.EXPECT().AddrList(0, kernel.FamilyAll).Return(testAddrs, nil).AnyTimes()
+	host.EXPECT().RuleList(kernel.FamilyAll).Return([]kernel.Rule{testENIRule}, nil).AnyTimes()
+	host.EXPECT().RouteList(kernel.FamilyAll, 0).Return(testRoutes, nil).AnyTimes()
+}
+
+// plugENIs gives a model node namespace the test node's ENIs.
+func plugENIs(t *testing.T, k *model.Kernel, ns string, host kernel.API) {
+	t.Helper()
+	for _, name := range []string{"eth0", "eth1"} {
+		if _, err := k.AddDevice(ns, name, 9001, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := host.LinkSetUp(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range testAddrs {
+		name := map[int]string{2: "eth0", 3: "eth1"}[a.LinkIndex]
+		l, err := host.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := host.AddrAdd(l.Index, a.IPNet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eth0, _ := host.LinkByName("eth0")
+	for _, r := range testRoutes {
+		r.LinkIndex = eth0.Index
+		if err := host.RouteAdd(r); err != nil {
+			t.Fatalf("route %+v: %v", r, err)
+		}
+	}
+	if err := host.RuleAdd(testENIRule); err != nil {
+		t.Fatal(err)
+	}
+}
