@@ -62,7 +62,8 @@ Network configuration fields:
   pluginLogFile       append JSON logs here (mode 0600, never through a
                       symlink); default, and when it cannot be opened
                       safely: stderr
-  pluginLogLevel      debug, info (default), warn or error
+  pluginLogLevel      debug, info (default), warn or error, in any case;
+                      the driver's lines go to the same log
   ipamdAddress        unix:///path (default unix:///var/run/aws-node/ipamd.sock)
                       or a loopback IP:port (127.0.0.1:50051, [::1]:50051)
   ipamdTimeout        deadline of each call to ipamd (default "5s")
