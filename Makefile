@@ -78,11 +78,13 @@ EXPLORE_FLAGS ?= --no-shrink
 explore:
 	$(GO) run ./scenarios/cmd/replay explore $(EXPLORE_FLAGS) scenarios/library/autoscaler-evicts-aws-node.yaml
 
-## replay: the main job — replay the whole scenario library on the model,
-## then the recorded journals (a real-kernel recording of #2048).
+## replay: the main job — replay the whole scenario library on the model
+## (the headline incident first), then the recorded journals (a real-kernel
+## recording of #2048), in one report that ends on its table and a total
+## line. REPLAY_FLAGS=--quiet prints only the table and the total.
+REPLAY_FLAGS ?=
 replay:
-	$(GO) run ./scenarios/cmd/replay run scenarios/library/*.yaml
-	$(GO) run ./scenarios/cmd/replay journal --quiet scenarios/library/journals/*.jsonl
+	$(GO) run ./scenarios/cmd/replay run $(REPLAY_FLAGS) scenarios/library/*.yaml scenarios/library/journals/*.jsonl
 
 ## mutants-hand: the hand-chosen semantic mutants of mutants/hand.txt, each
 ## applied to a temporary copy of the tree and tested by the packages it

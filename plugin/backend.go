@@ -3,7 +3,10 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -21,11 +24,44 @@ type Dialer func(target string) (rpc.CNIBackendClient, io.Closer, error)
 // loopback TCP address), without TLS since the socket is root-only. Dialing
 // is lazy; an absent ipamd shows up as Unavailable on the first call.
 func DialGRPC(target string) (rpc.CNIBackendClient, io.Closer, error) {
+	if err := checkSocket(target); err != nil {
+		return nil, nil, err
+	}
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, err
 	}
 	return rpc.NewCNIBackendClient(conn), conn, nil
+}
+
+// checkSocket looks, before dialing, at what a unix:// target's path is.
+// Connecting to a path that is not a socket fails with ECONNREFUSED, the
+// same error as a socket nobody listens on, which sends the operator
+// looking for a dead ipamd: a regular file or a directory at the path
+// (a mount gone wrong, a file written where the socket belongs) is named
+// as what it is. A missing path is left to the dial, whose error (no such
+// file or directory) says it already.
+func checkSocket(target string) error {
+	path, ok := strings.CutPrefix(target, "unix://")
+	if !ok {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Type() == fs.ModeSocket {
+		return nil
+	}
+	what := "a special file"
+	switch t := fi.Mode().Type(); {
+	case t == 0:
+		what = "a regular file"
+	case t.IsDir():
+		what = "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case t&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	return fmt.Errorf("ipamd's socket path %s is not a socket (it is %s)", path, what)
 }
 
 // Outcome classifies what ipamd said, for the DEL decision and the logs.

@@ -135,6 +135,10 @@ func (p *Plugin) Delete(r *DelRequest) error {
 		log.Info("torn down from prevResult", "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
 		reply, out, rerr := p.Release(r)
 		if rerr != nil {
+			if out == OutcomeUnknownPod {
+				log.Info("ipamd holds no address for the pod (unknown pod): nothing to release; the pod is torn down", "outcome", out)
+				return nil
+			}
 			log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it", "outcome", out, "error", rerr)
 			return nil
 		}

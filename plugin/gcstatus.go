@@ -32,6 +32,9 @@ const ReasonGC = "GC"
 type InventoryDialer func(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error)
 
 func dialInventory(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	if err := checkSocket(target); err != nil {
+		return nil, nil, nil, err
+	}
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, nil, err

@@ -34,9 +34,13 @@ const JournalMaxBytes = 64 << 20
 // fallback log, never an error of the verb), so a journal is a faithful
 // record of what the plugin did.
 func (p *Plugin) journaled(verb string, args *skel.CmdArgs, run func(*Plugin) (types.Result, error)) (types.Result, error) {
+	// The verb runs on its own copy of the plugin (its driver then logs
+	// to the verb's log: confLog).
+	q := *p
+	q.invocation = true
 	path := journalPath(args.StdinData)
 	if path == "" {
-		return run(p)
+		return run(&q)
 	}
 	rec := &recorder{entry: journal.Entry{Format: journal.Format, Time: time.Now().UTC(), Plugin: p.env.Version,
 		Env: journal.Env{Command: verb, ContainerID: args.ContainerID, Netns: args.Netns, IfName: args.IfName,
@@ -44,7 +48,6 @@ func (p *Plugin) journaled(verb string, args *skel.CmdArgs, run func(*Plugin) (t
 		Stdin: compactJSON(args.StdinData)}}
 	// The same plugin, with its ipamd connections and its namespace
 	// opener seen through the recorder.
-	q := *p
 	q.env.Dial = rec.dialer(p.env.Dial)
 	q.env.DialInventory = rec.inventoryDialer(p.env.DialInventory)
 	q.env.Kernel = rec.opener(p.env.Kernel, args.Netns)

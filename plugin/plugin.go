@@ -50,7 +50,13 @@ type Env struct {
 
 // Plugin is the CNI plugin. Add and Del are the verbs; they take skel's
 // arguments so the binary and the harness call the same entry points.
-type Plugin struct{ env Env }
+type Plugin struct {
+	env Env
+	// invocation is set on the copy of the plugin one verb runs on
+	// (journaled): that copy's driver may be pointed at the invocation's
+	// log (confLog), which the shared plugin's must not.
+	invocation bool
+}
 
 // New returns a plugin on env.
 func New(env Env) *Plugin {
@@ -104,7 +110,8 @@ func (p *Plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {
 	return inv, nil
 }
 
-// confLog is a verb's logger: the netconf's pluginLogFile, or Env.Log.
+// confLog is a verb's logger: the netconf's pluginLogFile, or Env.Log;
+// on a verb's own copy of the plugin, the driver logs there too.
 // A log file that cannot be opened safely (a symlink or hard link planted
 // at the path, a FIFO, a missing directory, a read-only filesystem) must
 // not fail pod networking: a failed ADD leaves the pod without a network,
@@ -122,7 +129,13 @@ func (p *Plugin) confLog(conf *NetConf, verb string, attrs ...any) (*slog.Logger
 			log, done = l, func() { c.Close() }
 		}
 	}
-	return log.With(append([]any{"verb", verb}, attrs...)...), done
+	log = log.With(append([]any{"verb", verb}, attrs...)...)
+	// The driver's lines (setup, teardown, an address left to its new
+	// holder) belong in the same log, at the same level, as the verb's.
+	if d, ok := p.env.Driver.(*driver.Driver); ok && p.invocation {
+		p.env.Driver = d.WithLog(log)
+	}
+	return log, done
 }
 
 type closerFunc func()

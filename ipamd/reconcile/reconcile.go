@@ -185,7 +185,9 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	return r.done(rep, errs)
 }
 
-// done logs the pass's summary line.
+// done logs the pass's summary line: at INFO when the pass removed,
+// skipped or failed something, at DEBUG when it found nothing to do (the
+// loop runs every few seconds).
 func (r *Reconciler) done(rep Report, errs []error) (Report, error) {
 	err := errors.Join(errs...)
 	attrs := []any{}
@@ -196,7 +198,11 @@ func (r *Reconciler) done(rep Report, errs []error) (Report, error) {
 	if err != nil {
 		attrs = append(attrs, "error", err)
 	}
-	r.log.Info("reconcile pass", attrs...)
+	level := slog.LevelDebug
+	if len(rep.Removed) > 0 || len(rep.Skipped) > 0 || err != nil {
+		level = slog.LevelInfo
+	}
+	r.log.Log(context.Background(), level, "reconcile pass", attrs...)
 	return rep, err
 }
 

@@ -92,6 +92,17 @@ func (d *Driver) waitDAD(h kernel.API, linkIndex int) error {
 	}
 }
 
+// WithLog returns a copy of the driver that logs to log (nil: discard):
+// the plugin gives each invocation's driver the invocation's log.
+func (d *Driver) WithLog(log *slog.Logger) *Driver {
+	c := *d
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c.log = log
+	return &c
+}
+
 // WithStepHook returns a copy of the driver that calls hook before every
 // step (see Steps).
 func (d *Driver) WithStepHook(hook func(step string) error) *Driver {

@@ -176,8 +176,8 @@ func (r *run) add(ref spec.PodRef) error {
 		if !p.quiet {
 			r.note("t=%s ADD %s failed: %v; the runtime tears the sandbox down, kubelet retries", r.now, ref.Name, err)
 		}
-		if derr := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, p.netns)); derr != nil {
-			r.note("DEL after failed ADD: %v", derr)
+		if derr := r.del(p, p.netns); derr != nil {
+			r.note("DEL after failed ADD: %s", r.delOutcome(derr))
 		}
 		r.kern.DeleteNamespace(p.netns)
 		p.phase, p.wantRun = pending, true
@@ -239,20 +239,41 @@ func (r *run) delete(name string) error {
 
 func (r *run) tryDel(name string, p *pod) {
 	p.attempts++
-	err := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, p.netns))
+	err := r.del(p, p.netns)
+	what := r.delOutcome(err)
 	if err == nil {
-		r.note("t=%s DEL %s ok (attempt %d)", r.now, name, p.attempts)
+		r.note("t=%s DEL %s attempt %d: %s", r.now, name, p.attempts, what)
 		r.removeSandbox(name, p)
 		return
 	}
 	if p.attempts > r.s.Node.KubeletRetries || p.noRetry {
-		r.note("t=%s DEL %s failed (attempt %d): %v; kubelet gives up and the runtime removes the sandbox", r.now, name, p.attempts, err)
+		r.note("t=%s DEL %s attempt %d: %s; kubelet gives up and the runtime removes the sandbox", r.now, name, p.attempts, what)
 		r.removeSandbox(name, p)
 		return
 	}
 	backoff := time.Second << (p.attempts - 1)
 	p.nextRetry = r.now + backoff
-	r.note("t=%s DEL %s failed (attempt %d): %v; kubelet retries in %s", r.now, name, p.attempts, err, backoff)
+	r.note("t=%s DEL %s attempt %d: %s; kubelet retries in %s", r.now, name, p.attempts, what, backoff)
+}
+
+// del runs a CNI DEL through libcni (netns "" as the runtime's second DEL
+// sends it), the plugin's trace of it then in r.exec.last.
+func (r *run) del(p *pod, netns string) error {
+	r.exec.last = nil
+	return r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, netns))
+}
+
+// delOutcome says what the DEL just run did: ipamd's answer, the
+// teardowns, and what it returned; libcni's error when the plugin did not
+// get to run it.
+func (r *run) delOutcome(err error) string {
+	if t := r.exec.last; t != nil {
+		return t.String()
+	}
+	if err != nil {
+		return fmt.Sprintf("failed: %v", err)
+	}
+	return "ok"
 }
 
 // removeSandbox is RemovePodSandbox: the namespace goes (and with it the
@@ -263,8 +284,9 @@ func (r *run) removeSandbox(name string, p *pod) {
 	if err := r.kern.DeleteNamespace(p.netns); err != nil {
 		r.note("remove namespace %s: %v", p.netns, err)
 	}
-	if err := r.cni.DelNetworkList(bg(), r.list, r.rtConf(p, "")); err != nil {
-		r.note("second DEL %s (empty netns) failed: %v (the runtime ignores it)", name, err)
+	// Only a second DEL that did something, or failed, is worth a line.
+	if err := r.del(p, ""); err != nil || r.exec.last != nil && r.exec.last.tornDown {
+		r.note("second DEL %s (empty netns): %s%s", name, r.delOutcome(err), map[bool]string{true: " (the runtime ignores the error)"}[err != nil])
 	}
 	p.phase = deleted
 	r.gone = append(r.gone, invariant.Pod{Name: name, ContainerID: p.containerID, IP: p.ip, Device: p.device,

@@ -240,15 +240,23 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	if opt.DriverHook != nil {
 		drv = drv.WithStepHook(opt.DriverHook)
 	}
-	p := plugin.New(plugin.Env{
+	r.exec = &inprocExec{policy: pol, calls: map[string]int{}}
+	env := plugin.Env{
 		Kernel:     r.kern.Opener(nodeNS),
 		Log:        log,
 		Version:    "scenario",
 		Driver:     drv,
 		IsHostNS:   func(path string) (bool, error) { return path == nodeNS, nil },
 		Failpoints: r.fp,
-	})
-	r.exec = &inprocExec{plugin: p, policy: pol, calls: map[string]int{}}
+	}
+	if !opt.Quiet {
+		// The timeline says what each DEL did: ipamd's answer and the
+		// teardowns, seen at the plugin's seams.
+		r.exec.tr = &tracing{}
+		env.Dial = r.exec.tr.dialer(plugin.DialGRPC)
+		env.Driver = tracedDriver{drv, r.exec.tr}
+	}
+	r.exec.plugin = plugin.New(env)
 	r.cni = libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, filepath.Join(tmp, "cni-cache"), r.exec)
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s","podSGEnforcingMode":%q}]}`,
 		r.sock, enforcingMode(mode))

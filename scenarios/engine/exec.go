@@ -32,6 +32,11 @@ type inprocExec struct {
 	calls map[string]int
 	// stopped are the failpoints at which the plugin process died.
 	stopped []*failpoint.Fault
+	// tr watches the plugin's calls to ipamd and its driver during a DEL
+	// (nil: not traced, as in a quiet run); last is the trace of the
+	// latest DEL, nil when the plugin never ran it.
+	tr   *tracing
+	last *delTrace
 }
 
 func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, environ []string) (out []byte, err error) {
@@ -46,6 +51,10 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 			}
 			e.stopped = append(e.stopped, st.Fault)
 			out, err = nil, fmt.Errorf("netplugin failed: signal: killed (%s)", st.Fault)
+			if e.tr != nil && e.tr.cur != nil {
+				e.tr.cur.killed = fmt.Sprintf("%s (%s)", st.Fault.Name, st.Fault.Action)
+				e.tr.cur = nil
+			}
 		}
 	}()
 	env := map[string]string{}
@@ -70,12 +79,23 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 		}
 		return buf.Bytes(), nil
 	case "DEL":
+		e.last = nil
 		r, err := e.plugin.PrepareDel(args)
 		if err != nil {
 			return nil, asCNIError(err)
 		}
 		defer r.Close()
-		return nil, asCNIError(e.policy.Del(e.plugin, r))
+		if e.tr == nil {
+			return nil, asCNIError(e.policy.Del(e.plugin, r))
+		}
+		t := &delTrace{}
+		if r.State != nil {
+			t.prev = &r.State.Pod
+		}
+		e.last, e.tr.cur = t, t
+		err = e.policy.Del(e.plugin, r)
+		e.tr.cur, t.err = nil, err
+		return nil, asCNIError(err)
 	case "VERSION":
 		var buf bytes.Buffer
 		err := supported.Encode(&buf)

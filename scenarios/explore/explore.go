@@ -189,6 +189,7 @@ func run(f *spec.Scenario, mode, pol string) (*engine.Result, error) {
 func schedFile(t *spec.Scenario, s *Schedule, pol string) *spec.Scenario {
 	f := *t
 	f.Timeline = nil
+	f.Headline = false // a counterexample is not the library's headline
 	if s != nil {
 		f.Timeline = append(f.Timeline, spec.Event{Failpoint: &spec.Failpoint{Name: s.Point, Action: s.Action,
 			Occurrence: s.Occurrence, Memory: s.Memory}})

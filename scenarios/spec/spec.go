@@ -21,6 +21,9 @@ type Scenario struct {
 	Name        string `json:"name"`
 	Incident    string `json:"incident,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Headline marks the library's main scenario: replay runs and lists
+	// it first, whatever the order of the files it is given.
+	Headline bool `json:"headline,omitempty"`
 	// Modes the scenario runs in: ipv4, ipv6, branch-eni-strict,
 	// branch-eni-standard (every pod on a branch ENI of its own).
 	Modes []string `json:"modes"`

@@ -7,8 +7,10 @@ import (
 	"github.com/vpccni/vpccni/internal/failpoint"
 
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
@@ -60,7 +62,8 @@ Network configuration fields:
   pluginLogFile       append JSON logs here (mode 0600, never through a
                       symlink); default, and when it cannot be opened
                       safely: stderr
-  pluginLogLevel      debug, info (default), warn or error
+  pluginLogLevel      debug, info (default), warn or error, in any case;
+                      the driver's lines go to the same log
   ipamdAddress        unix:///path (default unix:///var/run/aws-node/ipamd.sock)
                       or a loopback IP:port (127.0.0.1:50051, [::1]:50051)
   ipamdTimeout        deadline of each call to ipamd (default "5s")
@@ -77,19 +80,42 @@ ADD, teardown incomplete on DEL), 100 ipamd error, 101 no address,
 102 setup failed (rolled back), 103 unsupported mode, 104 CHECK found
 an object missing.
 
-Flags: -h/--help prints this; --version prints the build version.
+Flags: -h/--help prints this; --version prints the build version. A
+runtime passes no arguments: any other argument is an error (exit 2).
 `
 
+// Exit statuses of the command line (a CNI invocation's are skel's).
+const (
+	exitOK    = 0
+	exitUsage = 2
+)
+
+// commandLine handles the arguments: --help and --version answer and
+// stop; a runtime passes none, so anything else is a mistake said on
+// stderr. done is false when the plugin should go on to serve CNI.
+func commandLine(args []string, stdout, stderr io.Writer) (exit int, done bool) {
+	if len(args) == 0 {
+		return exitOK, false
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, help)
+		return exitOK, true
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, "vpc-cni", buildVersion)
+		return exitOK, true
+	}
+	what := "argument"
+	if strings.HasPrefix(args[0], "-") {
+		what = "flag"
+	}
+	fmt.Fprintf(stderr, "vpc-cni: unknown %s %q: a runtime runs vpc-cni without arguments (CNI_COMMAND and stdin); the only flags are --help and --version\n", what, args[0])
+	return exitUsage, true
+}
+
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "-h", "--help", "help":
-			fmt.Print(help)
-			return
-		case "--version", "version":
-			fmt.Println("vpc-cni", buildVersion)
-			return
-		}
+	if code, done := commandLine(os.Args[1:], os.Stdout, os.Stderr); done {
+		os.Exit(code)
 	}
 	// Nil in every build but a "failpoints" one (the real-kernel suite's):
 	// a production binary cannot be made to crash by its environment.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,8 +71,6 @@ func runFailpoints(stdout io.Writer) int {
 
 func runExplore(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay explore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, exploreUsage) }
 	out := fs.String("out", "explore-out", "")
 	modes := fs.String("mode", "", "")
 	pols := fs.String("policy", "", "")
@@ -83,11 +80,8 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "")
 	noShrink := fs.Bool("no-shrink", false, "")
 	jsonOut := fs.String("json", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, exploreUsage) }, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "replay explore: give exactly one template file")

@@ -57,18 +57,12 @@ for a bad flag or a journal that cannot be read (the line is named).
 
 func runJournal(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay journal", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, journalUsage) }
 	pol := fs.String("policy", "default", "")
 	jsonOut := fs.String("json", "", "")
 	quiet := fs.Bool("quiet", false, "")
 	verbose := fs.Bool("verbose", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, journalUsage)
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, journalUsage) }, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "replay journal: no journal file given (replay journal --help)")
