@@ -52,18 +52,25 @@ TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore kernel-r
 REPORTS     := $(BIN)/reports
 # gotest runs `go test -json`: it keeps the JSON for the summary and prints
 # what plain `go test` would (package lines, failing tests' output, skips).
-GOTEST       = $(GO) run ./tools/testsummary gotest -o $(REPORTS)/$@.gotest.json -- $(GO) test -json
+TESTSUMMARY  := $(BIN)/testsummary
+GOTEST       = $(TESTSUMMARY) gotest -o $(REPORTS)/$@.gotest.json -- $(GO) test -json
 GINKGO_JSON  = --json-report=reports/$@.ginkgo.json
-test: tools
+test: tools $(TESTSUMMARY)
 	@rm -rf $(REPORTS); mkdir -p $(REPORTS)
 	@trap 'exit 130' INT TERM; status=0; for s in $(TEST_SUITES); do t=$${s%%:*}; \
 	  echo "== make $$t"; $(MAKE) --no-print-directory $$t; rc=$$?; echo $$rc > $(REPORTS)/$$t.exit; \
 	  [ $$rc = 0 ] || status=1; \
 	done; \
-	$(GO) run ./tools/testsummary report -dir $(REPORTS) $(TEST_SUITES) || status=1; \
+	$(TESTSUMMARY) report -dir $(REPORTS) $(TEST_SUITES) || status=1; \
 	exit $$status
 
-unit:
+# Always asked for: go build knows whether it is up to date (a fraction of
+# a second when it is).
+.PHONY: $(TESTSUMMARY)
+$(TESTSUMMARY):
+	@$(GO) build -o $@ ./tools/testsummary
+
+unit: $(TESTSUMMARY)
 	@mkdir -p $(REPORTS)
 	$(GOTEST) -race -count=1 $(UNIT_PKGS)
 
@@ -75,7 +82,7 @@ scenarios:
 ## kernel-real: the real-kernel tests of kernel/linux and the reconciler
 ## (root, namespaces; without root they fail). Kernel features this machine
 ## lacks (VLAN links) are skipped, with the reason.
-kernel-real:
+kernel-real: $(TESTSUMMARY)
 	@mkdir -p $(REPORTS)
 	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testns/... ./ipamd/reconcile/realkernel/...
 

@@ -10,9 +10,10 @@ import (
 
 // parseGinkgo counts the specs of a `ginkgo --json-report` file (one
 // report per suite). A spec skipped by Skip() carries its reason in
-// Failure.Message; one a filter left out carries none. When a
-// BeforeSuite fails or skips, every spec is skipped without a message:
-// those count as skipped, with the BeforeSuite's reason.
+// Failure.Message. The specs a label or focus filter left out are the
+// difference between PreRunStats' two counts; the specs meant to run that
+// the report does not show as run (a failed or skipped BeforeSuite leaves
+// them out, an interrupt skips them) count as skipped, with the reason.
 func parseGinkgo(s *Suite, b []byte) error {
 	var reports []types.Report
 	if err := json.Unmarshal(b, &reports); err != nil {
@@ -23,7 +24,7 @@ func parseGinkgo(s *Suite, b []byte) error {
 	}
 	for _, r := range reports {
 		failedBefore := s.Failed
-		suiteWhy := ""
+		notRun := "the suite stopped before running them"
 		for _, sr := range r.SpecReports {
 			if !sr.LeafNodeType.Is(types.NodeTypesForSuiteLevelNodes) {
 				continue
@@ -32,16 +33,18 @@ func parseGinkgo(s *Suite, b []byte) error {
 			switch {
 			case sr.State.Is(types.SpecStateFailureStates):
 				s.fail(name, sr.Failure.Message)
-				suiteWhy = "not run: " + name + " " + sr.State.String()
+				notRun = name + " " + sr.State.String()
 			case sr.State.Is(types.SpecStateSkipped) && sr.Failure.Message != "":
-				suiteWhy = "not run: " + name + " skipped: " + sr.Failure.Message
+				notRun = name + " skipped: " + sr.Failure.Message
 			}
 		}
+		ran := 0
 		for _, sr := range r.SpecReports {
 			if sr.LeafNodeType.Is(types.NodeTypesForSuiteLevelNodes) {
 				continue
 			}
 			name := sr.FullText()
+			ran++
 			switch {
 			case sr.State.Is(types.SpecStatePassed):
 				s.pass()
@@ -51,11 +54,14 @@ func parseGinkgo(s *Suite, b []byte) error {
 				s.skip(name, "pending")
 			case sr.Failure.Message != "":
 				s.skip(name, sr.Failure.Message)
-			case suiteWhy != "":
-				s.skip(name, suiteWhy)
 			default:
-				s.NotSelected++
+				ran-- // filtered out, or never run: counted below
 			}
+		}
+		s.NotSelected += r.PreRunStats.TotalSpecs - r.PreRunStats.SpecsThatWillRun
+		if missing := r.PreRunStats.SpecsThatWillRun - ran; missing > 0 {
+			s.Skipped += missing
+			s.Skips = append(s.Skips, Item{"", oneLine(fmt.Sprintf("%d specs not run: %s", missing, notRun))})
 		}
 		if !r.SuiteSucceeded && s.Failed == failedBefore {
 			why := strings.Join(r.SpecialSuiteFailureReasons, "; ")

@@ -75,7 +75,7 @@ func TestGoTestCountsAndReasons(t *testing.T) {
 // one skipped by Skip() with its reason, one left out by a label filter.
 func ginkgoReport(t *testing.T, extra ...types.SpecReport) string {
 	t.Helper()
-	r := types.Report{SuiteDescription: "real kernel", SuiteSucceeded: true, SpecReports: append([]types.SpecReport{
+	r := types.Report{SuiteDescription: "real kernel", SuiteSucceeded: true, PreRunStats: types.PreRunStats{TotalSpecs: 3, SpecsThatWillRun: 2}, SpecReports: append([]types.SpecReport{
 		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "tears a pod down", State: types.SpecStatePassed},
 		{ContainerHierarchyTexts: []string{"branch-ENI pods"}, LeafNodeType: types.NodeTypeIt, LeafNodeText: "strict mode",
 			State: types.SpecStateSkipped, Failure: types.Failure{Message: "VLAN links unavailable: operation not supported"}},
@@ -114,19 +114,29 @@ func TestGinkgoSkipShowsWithItsReason(t *testing.T) {
 	t.Logf("\n%s", out)
 }
 
+// TestGinkgoBeforeSuiteFailure: ginkgo leaves the specs out of its report
+// when a BeforeSuite fails; they count as skipped, with that reason.
 func TestGinkgoBeforeSuiteFailure(t *testing.T) {
-	before := types.SpecReport{LeafNodeType: types.NodeTypeSynchronizedBeforeSuite, State: types.SpecStateFailed,
-		Failure: types.Failure{Message: "the containerd e2e suite needs crictl: make tools"}}
-	body := ginkgoReport(t, before)
-	dir := write(t, map[string]string{"e2e.exit": "1", "e2e.ginkgo.json": body})
-	out, suites := summary(dir, "e2e:ginkgo")
-	if s := suites[0]; s.Failed != 1 || !strings.Contains(out, "FAILED  [SynchronizedBeforeSuite]: the containerd e2e suite needs crictl") {
-		t.Fatalf("counts %+v\n%s", s, out)
+	r := types.Report{SuiteDescription: "e2e", PreRunStats: types.PreRunStats{TotalSpecs: 9, SpecsThatWillRun: 8},
+		SpecReports: []types.SpecReport{{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStateFailed,
+			Failure: types.Failure{Message: "the containerd e2e suite needs crictl: run make tools"}}}}
+	b, err := json.Marshal([]types.Report{r})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// After a failed BeforeSuite ginkgo skips every spec without a
-	// message: they are skips with that reason, not filtered specs.
-	if s := suites[0]; s.Skipped != 2 || s.NotSelected != 0 || !strings.Contains(out, "SKIPPED bench: not run: [SynchronizedBeforeSuite] failed") {
+	dir := write(t, map[string]string{"e2e.exit": "1", "e2e.ginkgo.json": string(b)})
+	out, suites := summary(dir, "e2e:ginkgo")
+	s := suites[0]
+	if s.Failed != 1 || s.Skipped != 8 || s.NotSelected != 1 {
 		t.Errorf("counts %+v\n%s", s, out)
+	}
+	for _, want := range []string{
+		"FAILED  [BeforeSuite]: the containerd e2e suite needs crictl: run make tools",
+		"SKIPPED 8 specs not run: [BeforeSuite] failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
 	}
 }
 
