@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs on a Debian 12 machine, only what is
 # missing, and prints one line per tool: found, installed or built. Run it
-# through `make tools` (make test does), which passes the pinned versions
-# and paths below, so that the Makefile names them once.
+# through `make tools` (make test does): the Makefile names the pinned
+# versions and the paths, once, and passes them here.
 #
 #   VPCCNI_INSTALL=0   install nothing: a missing tool is an error naming
 #                      the command that installs it.
