@@ -1,5 +1,5 @@
 # vpccni — see README.md. Every target works on a fresh Debian 12 machine
-# with Go 1.26 once .ci/run (or `make deps`) has installed protoc.
+# with Go 1.26: `make test` installs what it needs first (`make tools`).
 
 GO      ?= go
 BIN     := bin
@@ -12,7 +12,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
-        verify-generated deps clean image kind-up kind-load kind-down bench \
+        verify-generated tools deps clean image kind-up kind-load kind-down bench \
         mutants mutants-hand
 
 all: build
@@ -21,31 +21,84 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vpc-cni ./plugin/cmd/vpc-cni
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 
-## test: everything CI runs.
-test: vet verify-generated unit scenarios explore kernel-real integration e2e
+## tools: install what the suites need, only what is missing (one line per
+## tool: found, installed or built): protoc, ip, containerd, runc, iptables
+## from Debian (apt-get, root); crictl and containerd 2.4.2 built from the
+## Go module proxy at the versions below into $(TOOLS_CACHE), once.
+## VPCCNI_INSTALL=0 installs nothing: a missing tool then stops here, named
+## with the command that installs it.
+VPCCNI_INSTALL      ?= 1
+CRICTL_VERSION      := v1.37.0
+CONTAINERD2_VERSION := v2.4.2
+TOOLS_CACHE         ?= $(or $(XDG_CACHE_HOME),$(or $(HOME),/root)/.cache)/vpccni-tools
+# The e2e suite reads these two (set either to use a build of your own).
+export CRICTL          ?= $(TOOLS_CACHE)/crictl-$(CRICTL_VERSION)/crictl
+export CONTAINERD2_DIR ?= $(TOOLS_CACHE)/containerd-$(CONTAINERD2_VERSION)
+tools:
+	@VPCCNI_INSTALL=$(VPCCNI_INSTALL) CRICTL_VERSION=$(CRICTL_VERSION) CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) \
+	  GO="$(GO)" tools/install.sh
 
-unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+## deps: the old name of tools.
+deps: tools
+
+## test: everything CI runs: the tools, then every suite of TEST_SUITES
+## (all of them, even after one fails, so the summary is complete), then
+## the summary of $(REPORTS): one line per suite with its passed, failed and
+## skipped counts, the skips' reasons and the failures under it, and last
+## "N passed, M failed, K skipped". Fails if any suite failed.
+# Each suite is a target; :gotest or :ginkgo names the report it leaves
+# (a suite without one counts as one step that passed or failed).
+TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore kernel-real:gotest integration:ginkgo e2e:ginkgo
+REPORTS     := $(BIN)/reports
+# gotest runs `go test -json`: it keeps the JSON for the summary and prints
+# what plain `go test` would (package lines, failing tests' output, skips).
+TESTSUMMARY  := $(BIN)/testsummary
+GOTEST       = $(TESTSUMMARY) gotest -o $(REPORTS)/$@.gotest.json -- $(GO) test -json
+GINKGO_JSON  = --json-report=reports/$@.ginkgo.json
+test: tools $(TESTSUMMARY)
+	@rm -rf $(REPORTS); mkdir -p $(REPORTS)
+	@trap 'exit 130' INT TERM; status=0; for s in $(TEST_SUITES); do t=$${s%%:*}; \
+	  echo "== make $$t"; $(MAKE) --no-print-directory $$t; rc=$$?; echo $$rc > $(REPORTS)/$$t.exit; \
+	  [ $$rc = 0 ] || status=1; \
+	done; \
+	$(TESTSUMMARY) report -dir $(REPORTS) $(TEST_SUITES) || status=1; \
+	exit $$status
+
+# Always asked for: go build knows whether it is up to date (a fraction of
+# a second when it is).
+.PHONY: $(TESTSUMMARY)
+$(TESTSUMMARY):
+	@$(GO) build -o $@ ./tools/testsummary
+
+unit: $(TESTSUMMARY)
+	@mkdir -p $(REPORTS)
+	$(GOTEST) -race -count=1 $(UNIT_PKGS)
 
 ## scenarios: the scenario library as a Ginkgo suite (kernel model, no root).
 scenarios:
-	$(GINKGO) -r --label-filter="$(LABELS)" --junit-report=scenarios-junit.xml --output-dir=$(BIN) ./scenarios/suite
+	@mkdir -p $(REPORTS)
+	$(GINKGO) -r --label-filter="$(LABELS)" --junit-report=scenarios-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./scenarios/suite
 
-## kernel-real: the real-kernel tests of kernel/linux and the reconciler (root, namespaces).
-kernel-real:
-	$(GO) test -count=1 ./kernel/linux/... ./internal/testns/... ./ipamd/reconcile/realkernel/...
+## kernel-real: the real-kernel tests of kernel/linux and the reconciler
+## (root, namespaces; without root they fail). Kernel features this machine
+## lacks (VLAN links) are skipped, with the reason.
+kernel-real: $(TESTSUMMARY)
+	@mkdir -p $(REPORTS)
+	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testns/... ./ipamd/reconcile/realkernel/...
 
 ## integration: real binaries, real gRPC, network namespaces (root).
 integration:
-	$(GINKGO) -r -v --junit-report=integration-junit.xml --output-dir=$(BIN) ./integration
+	@mkdir -p $(REPORTS)
+	$(GINKGO) -r -v --junit-report=integration-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./integration
 
 ## e2e: containerd 1.6 (CNI 1.0.0) and 2.4.2 (CNI 1.1.0, STATUS through
 ## crictl info) drive vpc-cni + portmap through the CRI (crictl runp, stopp,
 ## rmp) against ipamd, in a node namespace (root). Needs containerd, runc,
-## iptables, crictl ($CRICTL or PATH) and containerd 2.4.2 ($CONTAINERD2_DIR),
-## which .ci/run installs; without them it skips, or fails under CI=true.
+## iptables, crictl ($CRICTL) and containerd 2.4.2 ($CONTAINERD2_DIR), which
+## `make tools` installs; without them it fails, naming what is missing.
 e2e:
-	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml --output-dir=$(BIN) ./e2e
+	@mkdir -p $(REPORTS)
+	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./e2e
 
 ## bench: ADD/DEL latency of vpc-cni (with ipamd --cloud memory) beside
 ## ptp + host-local (the containernetworking/plugins of go.mod), interleaved,
@@ -53,7 +106,7 @@ e2e:
 ## SIGSTOPped (root). Prints figures; fails only when something does not
 ## work. Then containerd 1.6 (crictl runp/stopp/rmp) on two nodes, one with
 ## vpc-cni, one with ptp, interleaved (needs containerd, runc, crictl as e2e
-## does; skips without them). Not part of test.
+## does: make tools; fails without them). Not part of test.
 ## BENCH_FLAGS="-n 50 -hang-runs 10 -v", BENCH_CRI_RUNS=20.
 BENCH_FLAGS ?=
 BENCH_CRI_RUNS ?= 20
@@ -136,8 +189,9 @@ mocks:
 	$(GO) tool mockgen -source=ipamd/rpc/rpc_grpc.pb.go -destination=mocks/mock_rpc/mock_rpc.go -package=mock_rpc CNIBackendClient
 	$(GO) tool mockgen -source=cloud/cloud.go -destination=mocks/mock_cloud/mock_cloud.go -package=mock_cloud EC2,Metadata,Provider,Inventory
 
-## proto: regenerate ipamd/rpc from rpc.proto (needs protoc: apt-get install protobuf-compiler).
+## proto: regenerate ipamd/rpc from rpc.proto (needs protoc: make tools).
 proto:
+	@$(call need,protoc,Run make tools (or apt-get install protobuf-compiler).)
 	sh ipamd/rpc/gen.sh
 
 ## verify-generated: fail when committed generated code is stale.
@@ -191,10 +245,6 @@ kind-down:
 	@$(call need,docker,$(DOCKER_HINT))
 	@$(call need,kind,$(KIND_HINT))
 	kind delete cluster --name $(KIND_CLUSTER)
-
-deps:
-	command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
-	$(GO) mod download
 
 clean:
 	rm -rf $(BIN)

@@ -8,10 +8,11 @@
 // own; the pods' namespaces are containerd's. The machine's own network
 // namespace is never touched, and everything is removed pass or fail.
 //
-// The suite installs nothing: .ci/run does (containerd, runc, iptables from
-// Debian; crictl and containerd 2.4 from the Go module proxy, the latter
-// named by $CONTAINERD2_DIR). Without them it skips, saying what is
-// missing, except under CI=true, where it fails.
+// The suite installs nothing: `make tools` does (containerd, runc,
+// iptables from Debian; crictl and containerd 2.4 from the Go module
+// proxy, named by $CRICTL and $CONTAINERD2_DIR). Without them it fails,
+// saying what is missing and what installs it: never a skip, which would
+// let a run that tested nothing pass.
 package e2e
 
 import (
@@ -52,21 +53,18 @@ var (
 	tools struct{ containerd, ctr, crictl, iptables, ip, containerd2 string }
 )
 
-// gate skips with the reason, or fails under CI=true: a suite that could
-// not run must not be counted as passing.
+// gate fails with the reason: a suite that could not run must not be
+// counted as passing.
 func gate(reason string) {
-	if os.Getenv("CI") == "true" {
-		Fail(reason + " (CI=true: this is a failure, not a skip; .ci/run installs what the e2e suite needs)")
-	}
-	Skip(reason)
+	Fail(reason)
 }
 
 // findTools looks up what the suite runs. crictl is not packaged in Debian
-// 12: .ci/run installs it with `go install` into a cache dir and names it
-// in $CRICTL; a developer may have it on PATH instead.
+// 12: `make tools` builds it into a cache dir and names it in $CRICTL
+// (without $CRICTL, crictl is looked up on PATH).
 func findTools() {
 	if err := testns.RequireRoot(); err != nil {
-		gate(err.Error())
+		gate(err.Error() + ": run the e2e suite as root (make test)")
 	}
 	var missing []string
 	look := func(name string) string {
@@ -94,7 +92,7 @@ func findTools() {
 	tools.containerd2 = findContainerd2()
 	if len(missing) > 0 {
 		gate("the containerd e2e suite needs " + strings.Join(missing, ", ") +
-			" (apt-get install containerd runc iptables; go install sigs.k8s.io/cri-tools/cmd/crictl@v1.37.0)")
+			": run make tools (apt-get install containerd runc iptables; crictl is built from the Go module proxy)")
 	}
 }
 

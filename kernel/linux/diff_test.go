@@ -274,7 +274,8 @@ func lineDiff(real, model string) string {
 
 // TestVlanErrno: AddVlan answers what the kernel answers; without 802.1Q
 // in this kernel that is not what the model says, so only a kernel with
-// VLAN support compares them.
+// VLAN support compares them: elsewhere the comparison is a skip, with
+// the reason, once AddVlan is seen to fail.
 func TestVlanErrno(t *testing.T) {
 	testns.Require(t)
 	ok, reason := testns.VlanSupported()
@@ -284,8 +285,7 @@ func TestVlanErrno(t *testing.T) {
 		if err == nil {
 			t.Fatal("AddVlan succeeded on a kernel said to lack VLAN support")
 		}
-		t.Logf("no 802.1Q here (%s); AddVlan answers %v", reason, err)
-		return
+		t.Skipf("VLAN links unavailable, AddVlan not compared with the model (it answers %v): %s", err, reason)
 	}
 	if got, want := errnoOf(err), errnoOf(ws[1].node.AddVlan(kernel.VlanSpec{Name: "vlan.eth.9", ParentIndex: 4242, VlanID: 9})); got != want {
 		t.Fatalf("missing parent: linux %v, model %v", got, want)

@@ -18,8 +18,8 @@ var (
 	errnoOf = ktest.Errno
 )
 
-// Every real-kernel test here needs root: it calls testns.Require (a skip
-// with the reason, a failure under CI=true), makes its own namespaces and
+// Every real-kernel test here needs root: it calls testns.Require (a
+// failure with the reason without it), makes its own namespaces and
 // deletes them when it ends, pass or fail. Nothing touches the machine's
 // own namespace.
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs on a Debian 12 machine, only what is
+# missing, and prints one line per tool: found, installed or built. Run it
+# through `make tools` (make test does): the Makefile names the pinned
+# versions and the paths, once, and passes them here.
+#
+#   VPCCNI_INSTALL=0   install nothing: a missing tool is an error naming
+#                      the command that installs it.
+#   CRICTL             where crictl is (built here when missing)
+#   CONTAINERD2_DIR    where containerd 2.4's containerd, shim and ctr are
+#   CRICTL_VERSION, CONTAINERD2_VERSION   the versions built from the Go
+#                      module proxy (the go command checks their checksums)
+set -euo pipefail
+: "${CRICTL:?run through make tools}" "${CONTAINERD2_DIR:?run through make tools}"
+: "${CRICTL_VERSION:?run through make tools}" "${CONTAINERD2_VERSION:?run through make tools}"
+install="${VPCCNI_INSTALL:-1}"
+GO="${GO:-go}"
+status=0
+
+say() { printf 'tools: %-12s %s\n' "$1" "$2"; }
+missing() { # name, what installs it
+	local why="not installed"
+	[ "$install" = 0 ] && why="VPCCNI_INSTALL=0, so not installed"
+	say "$1" "MISSING ($why); install it: make tools VPCCNI_INSTALL=1, or: $2" >&2
+	status=1
+}
+
+say go "found $(command -v "$GO") ($("$GO" env GOVERSION))"
+
+# Debian's packages: the command each provides, and the package.
+# containerd brings ctr and containerd-shim-runc-v2 too; the e2e suite runs
+# Debian's containerd 1.6 (nothing starts by itself: there is no systemd).
+apt_tools="protoc:protobuf-compiler ip:iproute2 containerd:containerd runc:runc iptables:iptables"
+need_pkgs=()
+for t in $apt_tools; do
+	command -v "${t%%:*}" >/dev/null || need_pkgs+=("${t##*:}")
+done
+if [ "${#need_pkgs[@]}" -gt 0 ] && [ "$install" != 0 ]; then
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+		echo "tools: cannot install ${need_pkgs[*]} (needs root and apt-get): apt-get install ${need_pkgs[*]}" >&2
+		exit 1
+	fi
+	log=$(mktemp)
+	# Other users of the machine may hold dpkg's lock: wait for it.
+	export DEBIAN_FRONTEND=noninteractive
+	if ! { apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+		apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${need_pkgs[@]}"; } >"$log" 2>&1; then
+		cat "$log" >&2
+		echo "tools: apt-get install ${need_pkgs[*]} failed" >&2
+		exit 1
+	fi
+	rm -f "$log"
+fi
+for t in $apt_tools; do
+	name=${t%%:*} pkg=${t##*:}
+	if ! p=$(command -v "$name"); then
+		missing "$name" "apt-get install $pkg"
+	elif [[ " ${need_pkgs[*]} " == *" $pkg "* ]]; then
+		say "$name" "installed $p (apt: $pkg)"
+	else
+		say "$name" "found $p"
+	fi
+done
+
+# build NAME DIR CMD...: run the go install CMD with GOBIN=DIR, one
+# process at a time (other worktrees share the cache dir), quietly unless
+# it fails; prints the rest of NAME's line.
+build() {
+	local name=$1 dir=$2 start=$SECONDS log
+	shift 2
+	mkdir -p "$dir"
+	log=$(mktemp)
+	printf 'tools: %-12s building into %s ... ' "$name" "$dir"
+	if ! (flock 9 && env GOBIN="$dir" "$@") 9>"$dir/.lock" >"$log" 2>&1; then
+		echo "failed"
+		cat "$log" >&2
+		rm -f "$log"
+		return 1
+	fi
+	rm -f "$log"
+	echo "built in $((SECONDS - start)) s"
+}
+
+# crictl, the CRI client of the e2e suite, is not in Debian 12. Not a
+# go.mod tool on purpose: cri-tools would pull Kubernetes' and
+# OpenTelemetry's modules into the project's dependency graph, where they
+# could raise versions the shipped binaries link.
+crictl_cmd="$GO install sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+if [ -x "$CRICTL" ]; then
+	say crictl "found $CRICTL"
+elif [ "$install" = 0 ]; then
+	missing crictl "GOBIN=$(dirname "$CRICTL") $crictl_cmd"
+elif [ "$(basename "$CRICTL")" != crictl ]; then
+	missing crictl "$crictl_cmd (CRICTL=$CRICTL must be named crictl to be built there)"
+else
+	build crictl "$(dirname "$CRICTL")" $crictl_cmd || exit 1
+fi
+
+# containerd 2.4, for the e2e suite's CNI 1.1 specs (Debian's 1.6 speaks
+# CNI 1.0.0 only): static, without the btrfs, devmapper and zfs
+# snapshotters (they need C libraries; the suite uses overlayfs). Not a
+# go.mod tool either, for the same reason as crictl. The dir is never put
+# on PATH: containerd finds its shim on PATH, so the suite starts each
+# containerd with its own dir first.
+c2="github.com/containerd/containerd/v2/cmd"
+c2_cmd="$GO install -tags no_btrfs,no_devmapper,no_zfs $c2/containerd@$CONTAINERD2_VERSION $c2/containerd-shim-runc-v2@$CONTAINERD2_VERSION $c2/ctr@$CONTAINERD2_VERSION"
+have_c2=1
+for b in containerd containerd-shim-runc-v2 ctr; do
+	[ -x "$CONTAINERD2_DIR/$b" ] || have_c2=0
+done
+if [ "$have_c2" = 1 ]; then
+	say containerd2 "found $CONTAINERD2_DIR"
+elif [ "$install" = 0 ]; then
+	missing containerd2 "CGO_ENABLED=0 GOBIN=$CONTAINERD2_DIR $c2_cmd"
+else
+	build containerd2 "$CONTAINERD2_DIR" env CGO_ENABLED=0 $c2_cmd || exit 1
+fi
+exit $status
