@@ -303,6 +303,9 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if err := checkTiming(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.ReconcileInterval == 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
 	}

@@ -28,6 +28,11 @@ const (
 	MaxMTU              = 9001
 	DefaultIpamdAddress = "unix:///var/run/aws-node/ipamd.sock"
 	DefaultIpamdTimeout = 5 * time.Second
+	// ipamdTimeout bounds: a call shorter than a millisecond cannot reach
+	// even a local ipamd; one longer than 5 minutes outlasts the runtime's
+	// own patience with a DEL.
+	MinIpamdTimeout = time.Millisecond
+	MaxIpamdTimeout = 5 * time.Minute
 	ModeStrict          = "strict"
 	ModeStandard        = "standard"
 )
@@ -108,8 +113,8 @@ func (c *NetConf) validate() error {
 	c.timeout = DefaultIpamdTimeout
 	if c.IpamdTimeout != "" {
 		d, err := time.ParseDuration(c.IpamdTimeout)
-		if err != nil || d <= 0 || d > 5*time.Minute {
-			return fmt.Errorf("ipamdTimeout %q is not a duration between 0 and 5m (e.g. \"5s\")", c.IpamdTimeout)
+		if err != nil || d < MinIpamdTimeout || d > MaxIpamdTimeout {
+			return fmt.Errorf("ipamdTimeout %q is not a duration between %s and %s (e.g. \"5s\")", c.IpamdTimeout, MinIpamdTimeout, MaxIpamdTimeout)
 		}
 		c.timeout = d
 	}

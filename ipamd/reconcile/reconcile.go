@@ -79,7 +79,7 @@ const DefaultGrace = 60 * time.Second
 type Config struct {
 	Kernel kernel.API // the node namespace
 	Pool   Pool
-	Grace  time.Duration    // 0: DefaultGrace
+	Grace  time.Duration    // 0: DefaultGrace; ipamd checks its range (ipamd.ReconcileGraceRange)
 	Now    func() time.Time // nil: time.Now
 	Log    *slog.Logger     // nil: discard
 }
@@ -100,7 +100,7 @@ type Reconciler struct {
 // New returns a Reconciler.
 func New(cfg Config) *Reconciler {
 	r := &Reconciler{k: cfg.Kernel, pool: cfg.Pool, grace: cfg.Grace, now: cfg.Now, log: cfg.Log, owns: Owns}
-	if r.grace <= 0 {
+	if r.grace == 0 {
 		r.grace = DefaultGrace
 	}
 	if r.now == nil {

@@ -68,12 +68,8 @@ func TargetsFromEnv(getenv func(string) string) (Targets, error) {
 		}
 		*v.dst = n
 	}
-	if t.WarmENI < 0 {
-		t.WarmENI = DefaultTargets().WarmENI
-	}
-	if t.WarmIP < 0 || t.MinimumIP < 0 || t.WarmPrefix < 0 {
-		return t, fmt.Errorf("%s, %s and %s must not be negative", EnvWarmIP, EnvMinimumIP, EnvWarmPrefix)
-	}
+	// Ranges are ipamd's to check (its flags default from these), so a
+	// negative value reaches it and is refused there, never replaced.
 	if s := getenv(EnvPrefixDelegation); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {

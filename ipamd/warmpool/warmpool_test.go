@@ -226,14 +226,16 @@ type failingNet struct{}
 func (failingNet) Setup(cloud.ENI) error    { return errors.New("no link") }
 func (failingNet) Teardown(cloud.ENI) error { return nil }
 
-// TestTargetsFromEnv: the reference's variables, with precise errors.
+// TestTargetsFromEnv: the reference's variables, with precise errors. A
+// number out of range is passed on as it is, never replaced by a default:
+// ipamd refuses it, naming the flag and its range.
 func TestTargetsFromEnv(t *testing.T) {
 	env := map[string]string{EnvWarmIP: "5", EnvMinimumIP: "10", EnvPrefixDelegation: "true", EnvWarmENI: "-1"}
 	got, err := TargetsFromEnv(func(k string) string { return env[k] })
-	if err != nil || got != (Targets{WarmENI: 1, WarmIP: 5, MinimumIP: 10, PrefixDelegation: true}) {
+	if err != nil || got != (Targets{WarmENI: -1, WarmIP: 5, MinimumIP: 10, PrefixDelegation: true}) {
 		t.Fatalf("%+v %v", got, err)
 	}
-	for k, v := range map[string]string{EnvWarmIP: "five", EnvMaxENI: "1.5", EnvPrefixDelegation: "yes", EnvMinimumIP: "-3"} {
+	for k, v := range map[string]string{EnvWarmIP: "five", EnvMaxENI: "1.5", EnvPrefixDelegation: "yes"} {
 		if _, err := TargetsFromEnv(func(n string) string {
 			if n == k {
 				return v

@@ -135,8 +135,8 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	if err := f.pe.check(set); err != nil {
 		return nil, err
 	}
-	if f.targets.WarmENI < 0 || f.targets.WarmIP < 0 || f.targets.MinimumIP < 0 || f.targets.WarmPrefix < 0 {
-		return nil, errors.New("warm-pool targets must not be negative")
+	if err := f.checkRanges(); err != nil {
+		return nil, err
 	}
 	if err := ownership.ValidatePrefix(f.vethPrefix); err != nil {
 		return nil, fmt.Errorf("--veth-prefix: %w", err)
@@ -154,6 +154,54 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 		return nil, fmt.Errorf("--cloud %q: want \"memory\" or \"aws\"", f.cloudKind)
 	}
 	return f, nil
+}
+
+// Count ranges of the warm-pool flags: no instance type has more than 15
+// ENIs or 50 addresses per ENI (750 addresses, 49 /28s per ENI); the
+// bounds leave room and refuse what can only be a typo.
+var (
+	warmENIRange    = ipamd.CountRange{Min: 0, Max: 100}
+	warmIPRange     = ipamd.CountRange{Min: 0, Max: 10000}
+	minimumIPRange  = ipamd.CountRange{Min: 0, Max: 10000}
+	warmPrefixRange = ipamd.CountRange{Min: 0, Max: 1000}
+	maxENIRange     = ipamd.CountRange{Min: -1, Max: 100}
+)
+
+// checkRanges refuses a duration or count out of its documented range,
+// naming the flag (the environment variable it defaults from), the value
+// and the range. A value is never silently replaced by a default.
+func (f *flags) checkRanges() error {
+	durations := []struct {
+		flag string
+		v    time.Duration
+		r    ipamd.DurationRange
+	}{
+		{"--reconcile-interval", f.reconcileInterval, ipamd.ReconcileIntervalRange},
+		{"--reconcile-grace", f.reconcileGrace, ipamd.ReconcileGraceRange},
+		{"--ip-cooldown (IP_COOLDOWN_PERIOD)", f.cooldown, ipamd.CooldownRange},
+	}
+	for _, d := range durations {
+		if err := d.r.Check(d.flag, d.v); err != nil {
+			return usageError{err}
+		}
+	}
+	counts := []struct {
+		flag string
+		v    int
+		r    ipamd.CountRange
+	}{
+		{"--warm-eni-target (WARM_ENI_TARGET)", f.targets.WarmENI, warmENIRange},
+		{"--warm-ip-target (WARM_IP_TARGET)", f.targets.WarmIP, warmIPRange},
+		{"--minimum-ip-target (MINIMUM_IP_TARGET)", f.targets.MinimumIP, minimumIPRange},
+		{"--warm-prefix-target (WARM_PREFIX_TARGET)", f.targets.WarmPrefix, warmPrefixRange},
+		{"--max-eni (MAX_ENI)", f.targets.MaxENI, maxENIRange},
+	}
+	for _, c := range counts {
+		if err := c.r.Check(c.flag, c.v); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
 }
 
 // daemonConfig builds the daemon's configuration: the cloud, the node

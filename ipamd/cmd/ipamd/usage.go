@@ -64,14 +64,17 @@ State:
         start and says what is wrong with the file, which it leaves alone.
   --ip-cooldown DURATION   (IP_COOLDOWN_PERIOD, in seconds)
         How long a released address rests before it is handed out again
-        (default 30s).
+        (default 30s; 0 to 1h).
   --reconcile=false
         Turn the reconciler off (the reference has none).
   --reconcile-interval DURATION
-        Period of the reconciler (default 1m).
+        Period of the reconciler (default 1m; 1s to 24h).
   --reconcile-grace DURATION
         An allocation younger than this is never released as gone: an ADD
-        assigns the address before it creates the veth (default 1m).
+        assigns the address before it creates the veth and the host route
+        (default 1m; 30s to 24h: the plugin alone may wait 10s for IPv6
+        duplicate address detection, and an address released in that
+        window is handed out twice).
   --veth-prefix PREFIX   (AWS_VPC_K8S_CNI_VETHPREFIX)
         The plugin's host veth prefix (default eni), by which recovery
         recognises pods; "vlan" (strict branch pods) is always recognised.
@@ -102,6 +105,10 @@ Cloud and pool:
   --warm-prefix-target N   (WARM_PREFIX_TARGET)
   --enable-prefix-delegation   (ENABLE_PREFIX_DELEGATION=true)
   --max-eni N   (MAX_ENI)
+        Ranges: WARM_ENI_TARGET 0-100, WARM_IP_TARGET and MINIMUM_IP_TARGET
+        0-10000, WARM_PREFIX_TARGET 0-1000, MAX_ENI -1-100 (0 or -1: the
+        instance's limit). A value out of range stops ipamd at start,
+        naming the flag, the value and the range.
         The warm pool, as in the reference: with neither WARM_IP_TARGET nor
         MINIMUM_IP_TARGET set, keep WARM_ENI_TARGET whole ENIs' worth of
         free addresses; otherwise keep WARM_IP_TARGET free and at least

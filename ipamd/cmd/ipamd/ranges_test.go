@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFlagRanges: every duration and count flag is checked against its
+// documented range at start. Out of range, ipamd exits 2 with a message
+// naming the flag, the value and the range, and leaves no socket behind;
+// at the bounds it is accepted.
+func TestFlagRanges(t *testing.T) {
+	refused := []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{args: []string{"--reconcile-interval", "-1s"}, want: []string{"--reconcile-interval", "-1s", "between 1s and 24h0m0s"}},
+		{args: []string{"--reconcile-interval", "0s"}, want: []string{"--reconcile-interval", "0s", "between 1s"}},
+		{args: []string{"--reconcile-interval", "25h"}, want: []string{"--reconcile-interval", "25h0m0s"}},
+		{args: []string{"--reconcile-grace", "1ns"}, want: []string{"--reconcile-grace", "1ns", "between 30s and 24h0m0s"}},
+		{args: []string{"--reconcile-grace", "0s"}, want: []string{"--reconcile-grace", "0s", "between 30s"}},
+		{args: []string{"--reconcile-grace", "29s"}, want: []string{"--reconcile-grace", "29s"}},
+		{args: []string{"--ip-cooldown", "-1s"}, want: []string{"--ip-cooldown", "-1s", "between 0s and 1h0m0s"}},
+		{env: map[string]string{"IP_COOLDOWN_PERIOD": "7200"}, want: []string{"IP_COOLDOWN_PERIOD", "2h0m0s", "between 0s and 1h0m0s"}},
+		{args: []string{"--warm-ip-target", "-1"}, want: []string{"--warm-ip-target", "-1", "between 0 and 10000"}},
+		{env: map[string]string{"WARM_ENI_TARGET": "-1"}, want: []string{"WARM_ENI_TARGET", "-1", "between 0 and 100"}},
+		{args: []string{"--minimum-ip-target", "10001"}, want: []string{"--minimum-ip-target", "10001"}},
+		{args: []string{"--warm-prefix-target", "1001"}, want: []string{"--warm-prefix-target", "1001"}},
+		{args: []string{"--max-eni", "-5"}, want: []string{"--max-eni", "-5", "between -1 and 100"}},
+	}
+	for _, c := range refused {
+		t.Run(strings.Join(c.args, " ")+mapString(c.env), func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			sock := filepath.Join(t.TempDir(), "ipamd.sock")
+			var out, errb bytes.Buffer
+			code := run(isolated(t, append(c.args, "--socket", sock)...), &out, &errb, nil)
+			if code != 2 {
+				t.Errorf("exit %d, want 2 (stderr %q)", code, errb.String())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr %q does not name %q", errb.String(), w)
+				}
+			}
+			if _, err := os.Stat(sock); !os.IsNotExist(err) {
+				t.Errorf("a socket was left behind (%v)", err)
+			}
+		})
+	}
+	accepted := [][]string{
+		{"--reconcile-interval", "1s"}, {"--reconcile-interval", "24h"}, {"--reconcile-grace", "30s"},
+		{"--reconcile-grace", "24h"}, {"--ip-cooldown", "0s"}, {"--ip-cooldown", "1h"}, {"--max-eni", "-1"},
+		{"--warm-eni-target", "0"}, {"--warm-ip-target", "10000"},
+	}
+	for _, args := range accepted {
+		if _, err := parseFlags(args, func(string) string { return "" }); err != nil {
+			t.Errorf("%v refused: %v", args, err)
+		}
+	}
+}
+
+func mapString(m map[string]string) string {
+	s := ""
+	for k, v := range m {
+		s += " " + k + "=" + v
+	}
+	return s
+}
