@@ -33,8 +33,8 @@ const (
 	// own patience with a DEL.
 	MinIpamdTimeout = time.Millisecond
 	MaxIpamdTimeout = 5 * time.Minute
-	ModeStrict          = "strict"
-	ModeStandard        = "standard"
+	ModeStrict      = "strict"
+	ModeStandard    = "standard"
 )
 
 // NetConf is the plugin's configuration as it appears in the conflist.
