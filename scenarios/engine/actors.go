@@ -14,7 +14,6 @@ import (
 
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/internal/failpoint"
-	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
@@ -34,6 +33,11 @@ func (r *run) event(ev spec.Event) error {
 		for _, n := range ev.Delete {
 			if err := r.dropCachedResult(n, ev.WithoutPrevResult); err != nil {
 				return err
+			}
+			if f := ev.ForgePrevResult; f != nil {
+				if err := r.forgePrevResult(n, f); err != nil {
+					return err
+				}
 			}
 			if err := r.delete(n); err != nil {
 				return err
@@ -104,6 +108,26 @@ func (r *run) event(ev spec.Event) error {
 		r.begin("settle")
 		defer r.end()
 		r.settle()
+	case ev.LateDel != nil:
+		r.begin("containerd's second DEL of an earlier sandbox arrives late: " + names(ev.LateDel))
+		defer r.end()
+		for _, n := range ev.LateDel {
+			if err := r.lateDel(n); err != nil {
+				return err
+			}
+		}
+	case ev.RuntimeForgets != nil:
+		r.begin("the runtime loses the sandboxes of " + names(ev.RuntimeForgets))
+		defer r.end()
+		for _, n := range ev.RuntimeForgets {
+			if err := r.forget(n); err != nil {
+				return err
+			}
+		}
+	case ev.GC != nil:
+		r.begin("the runtime runs CNI GC")
+		defer r.end()
+		return r.gc()
 	}
 	return nil
 }
@@ -161,13 +185,15 @@ func (r *run) add(ref spec.PodRef) error {
 		return nil
 	}
 	p.incarnation++
-	p.containerID = fmt.Sprintf("sandbox-%s-%d", p.name, p.incarnation)
-	p.netns = fmt.Sprintf("pod-%s-%s-%d", p.ns, p.name, p.incarnation)
+	p.containerID = sandboxID(p, p.incarnation)
+	// An absolute path, as a runtime names it (GC opens the one ipamd
+	// recorded only if it is one).
+	p.netns = fmt.Sprintf("/var/run/netns/pod-%s-%s-%d", p.ns, p.name, p.incarnation)
 	p.ip, p.hostVeth, p.attempts = netip.Addr{}, "", 0
 	if err := r.kern.AddNamespace(p.netns); err != nil {
 		return err
 	}
-	p.vlan, p.noRetry = 0, false
+	p.vlan, p.noRetry, p.forgotten = 0, false, false
 	if r.podENI != nil {
 		r.giveBranchENI(p)
 	}
@@ -289,8 +315,7 @@ func (r *run) removeSandbox(name string, p *pod) {
 		r.note("second DEL %s (empty netns): %s%s", name, r.delOutcome(err), map[bool]string{true: " (the runtime ignores the error)"}[err != nil])
 	}
 	p.phase = deleted
-	r.gone = append(r.gone, invariant.Pod{Name: name, ContainerID: p.containerID, IP: p.ip, Device: p.device,
-		HostVeth: p.hostVeth, Netns: p.netns, VlanID: p.vlan, Strict: r.mode == ModeBranchStrict})
+	r.gone = append(r.gone, r.invPod(name, p))
 }
 
 // dropCachedResult removes libcni's cached ADD result of the pod, so the

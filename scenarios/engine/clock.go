@@ -101,8 +101,8 @@ func (r *run) tickIpamd() {
 			names = append(names, n)
 		}
 	}
-	if len(names) == 0 {
-		return
+	if len(names) == 0 || r.pausing {
+		return // (kubelet's retries wait for the ADD in progress)
 	}
 	sort.Strings(names)
 	ran := 0
@@ -160,5 +160,6 @@ func (r *run) settle() {
 // what a DEL could not (its grace period and a pass after it).
 func (r *run) finish() {
 	r.settle()
-	r.advance(r.now + ipamd.DefaultReconcileGrace + ipamd.DefaultReconcileInterval + tick)
+	grace, interval := r.ipamdTiming()
+	r.advance(r.now + max(grace, ipamd.DefaultReconcileGrace) + max(interval, ipamd.DefaultReconcileInterval) + tick)
 }

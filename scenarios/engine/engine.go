@@ -94,6 +94,7 @@ type pod struct {
 	noRetry     bool // force-deleted: kubelet does not retry its DEL
 	wantRun     bool // its ADD failed: kubelet tries the sandbox again
 	quiet       bool // a retry round reports itself in one line
+	forgotten   bool // the runtime lost its sandbox (runtime-forgets)
 }
 
 type run struct {
@@ -126,6 +127,13 @@ type run struct {
 	steps         []Step
 	cur           *Step
 	log           *slog.Logger
+	// foreign are another agent's rules, planted before the first event.
+	foreign []kernel.Rule
+	// gcList is the network at CNI 1.1.0, for GC.
+	gcList *libcni.NetworkConfigList
+	// pausing is set while an ADD waits (addTakes): ipamd's loops run,
+	// kubelet's ADD retries do not.
+	pausing bool
 }
 
 // Options tune a run.
@@ -223,6 +231,10 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		r.close()
 		return nil, err
 	}
+	if err := r.plantForeignRules(); err != nil {
+		r.close()
+		return nil, err
+	}
 	if err := r.startIpamd("kept"); err != nil {
 		r.close()
 		return nil, err
@@ -249,11 +261,12 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		IsHostNS:   func(path string) (bool, error) { return path == nodeNS, nil },
 		Failpoints: r.fp,
 	}
+	env.Dial = r.slowAdds(plugin.DialGRPC)
 	if !opt.Quiet {
 		// The timeline says what each DEL did: ipamd's answer and the
 		// teardowns, seen at the plugin's seams.
 		r.exec.tr = &tracing{}
-		env.Dial = r.exec.tr.dialer(plugin.DialGRPC)
+		env.Dial = r.exec.tr.dialer(env.Dial)
 		env.Driver = tracedDriver{drv, r.exec.tr}
 	}
 	r.exec.plugin = plugin.New(env)
@@ -261,6 +274,12 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s","podSGEnforcingMode":%q}]}`,
 		r.sock, enforcingMode(mode))
 	if r.list, err = libcni.NetworkConfFromBytes([]byte(conf)); err != nil {
+		r.close()
+		return nil, err
+	}
+	// GC is CNI 1.1: the same network at that version (ADD and DEL stay at
+	// 1.0.0, the newest containerd 1.6 speaks).
+	if r.gcList, err = libcni.NetworkConfFromBytes([]byte(strings.Replace(conf, `"1.0.0"`, `"1.1.0"`, 1))); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -312,9 +331,13 @@ func (r *run) startIpamd(memory string) error {
 			return err
 		}
 	}
+	grace, interval := r.ipamdTiming()
 	prof := r.pol.Ipamd()
 	if r.opt.Ipamd != nil {
 		prof = *r.opt.Ipamd
+	}
+	if set := r.s.Node.Ipamd; set != nil && set.Reconcile != nil && !*set.Reconcile {
+		prof.Reconcile = false
 	}
 	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
 		Placement: func(ns, name string) (int, bool) {
@@ -325,6 +348,7 @@ func (r *run) startIpamd(memory string) error {
 			return p.device, true
 		},
 		Kernel: r.node, Checkpoint: r.ckpt, Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		ReconcileGrace: grace, ReconcileInterval: interval,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
 	if wp := r.s.Node.WarmPool; wp != nil {
@@ -407,7 +431,8 @@ func diffLines(before, after []string) (added, removed []string) {
 }
 
 func (r *run) world() invariant.World {
-	w := invariant.World{Node: r.node, Remote: r.remote, OffVPC: OffVPC, ENILink: eniLink, NamespaceExists: r.kern.HasNamespace}
+	w := invariant.World{Node: r.node, Remote: r.remote, OffVPC: OffVPC, ENILink: eniLink, NamespaceExists: r.kern.HasNamespace,
+		Foreign: r.foreign}
 	names := make([]string, 0, len(r.pods))
 	for n := range r.pods {
 		names = append(names, n)
@@ -415,8 +440,7 @@ func (r *run) world() invariant.World {
 	sort.Strings(names)
 	for _, n := range names {
 		p := r.pods[n]
-		ip := invariant.Pod{Name: n, ContainerID: p.containerID, IP: p.ip, Device: p.device, HostVeth: p.hostVeth, Netns: p.netns,
-			VlanID: p.vlan, Strict: r.mode == ModeBranchStrict}
+		ip := r.invPod(n, p)
 		switch p.phase {
 		case running:
 			w.Live = append(w.Live, ip)
@@ -434,6 +458,12 @@ func (r *run) world() invariant.World {
 		}
 	}
 	return w
+}
+
+// invPod is the pod as the invariants know it.
+func (r *run) invPod(name string, p *pod) invariant.Pod {
+	return invariant.Pod{Name: name, ContainerID: p.containerID, IP: p.ip, Device: p.device, HostVeth: p.hostVeth, Netns: p.netns,
+		VlanID: p.vlan, Strict: r.mode == ModeBranchStrict}
 }
 
 // holderOf is the sandbox an allocation belongs to. An allocation ipamd

@@ -96,6 +96,8 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 		err = e.policy.Del(e.plugin, r)
 		e.tr.cur, t.err = nil, err
 		return nil, asCNIError(err)
+	case "GC":
+		return nil, asCNIError(e.plugin.GC(args))
 	case "VERSION":
 		var buf bytes.Buffer
 		err := supported.Encode(&buf)
@@ -104,7 +106,7 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "unsupported CNI_COMMAND "+cmd, "")
 }
 
-var supported = version.PluginSupports("0.3.1", "0.4.0", "1.0.0")
+var supported = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
 func (e *inprocExec) FindInPath(name string, _ []string) (string, error) {
 	if name != pluginName {

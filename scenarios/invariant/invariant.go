@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/plugin/driver"
 )
 
 // Violation kinds.
@@ -23,6 +22,7 @@ const (
 	IPAM         = "IPAM"          // ipamd's allocations differ from the live pods
 	DoubleAssign = "DOUBLE-ASSIGN" // one address held by two pods
 	Stuck        = "STUCK"         // a deleted pod's sandbox was never removed
+	Foreign      = "FOREIGN"       // a rule that was no pod's (another agent's) is gone
 )
 
 // Pod is a pod as the harness knows it.
@@ -43,7 +43,7 @@ type Pod struct {
 func (p Pod) Table() int {
 	switch {
 	case p.VlanID != 0:
-		return p.VlanID + ownership.VlanTableOffset
+		return ownership.VlanTable(p.VlanID)
 	case p.Device == 0:
 		return kernel.TableMain
 	}
@@ -55,7 +55,7 @@ func (p Pod) vlanLink() string {
 	if p.VlanID == 0 {
 		return ""
 	}
-	return (&driver.Branch{VlanID: p.VlanID}).VlanLink()
+	return ownership.VlanLink(p.VlanID)
 }
 
 // hostRouted: the pod is reached through a main-table host route and rule
@@ -87,6 +87,9 @@ type World struct {
 	IpamdUp     bool
 	// OffVPC are addresses off the node and off the VPC, one per family.
 	OffVPC []netip.Addr
+	// Foreign are another agent's rules, there before any pod: every one
+	// must survive, and none is a pod's leak.
+	Foreign []kernel.Rule
 }
 
 // Violation is one finding.
@@ -100,7 +103,7 @@ func (v Violation) String() string { return v.Kind + ": " + v.What }
 // Check runs every check.
 func Check(w World) ([]Violation, error) {
 	var out []Violation
-	for _, c := range []func(World) ([]Violation, error){checkNodeObjects, checkSandboxes, checkRouting, checkIPAM} {
+	for _, c := range []func(World) ([]Violation, error){checkNodeObjects, checkForeign, checkSandboxes, checkRouting, checkIPAM} {
 		v, err := c(w)
 		if err != nil {
 			return nil, err
@@ -120,7 +123,7 @@ func Check(w World) ([]Violation, error) {
 // Severity orders the kinds, most serious first: what is left behind,
 // then an address given twice, a sandbox never removed, then what live
 // pods suffer.
-var Severity = []string{Leak, DoubleAssign, Stuck, Misroute, Broken, IPAM}
+var Severity = []string{Leak, DoubleAssign, Foreign, Stuck, Misroute, Broken, IPAM}
 
 // Main is the most serious kind among vs, "" for none.
 func Main(vs []Violation) string {
@@ -191,6 +194,9 @@ func checkNodeObjects(w World) ([]Violation, error) {
 		}
 	}
 	for _, r := range rules {
+		if ownership.IndexOf(w.Foreign, r) >= 0 {
+			continue // another agent's: checkForeign's
+		}
 		switch r.Priority {
 		case ownership.PrioToPod:
 			a, ok := toAddr(r.Dst)
@@ -288,6 +294,24 @@ func checkNodeObjects(w World) ([]Violation, error) {
 }
 
 // checkSandboxes: a deleted pod's namespace must be gone.
+// checkForeign: nothing may remove a rule that was never a pod's.
+func checkForeign(w World) ([]Violation, error) {
+	if len(w.Foreign) == 0 {
+		return nil, nil
+	}
+	rules, err := w.Node.RuleList(kernel.FamilyAll)
+	if err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for _, f := range w.Foreign {
+		if ownership.IndexOf(rules, f) < 0 {
+			out = append(out, Violation{Foreign, kernel.RuleString(f) + " (another agent's) was deleted"})
+		}
+	}
+	return out, nil
+}
+
 func checkSandboxes(w World) ([]Violation, error) {
 	var out []Violation
 	for _, p := range w.Deleted {

@@ -55,6 +55,11 @@ type Node struct {
 	// WarmPool turns ipamd's warm-pool manager on with these targets; nil
 	// keeps the pool as the instance starts (a "full" instance).
 	WarmPool *WarmPool `json:"warmPool,omitempty"`
+	// ForeignRules are another agent's rules on the node before any pod
+	// (an operator's, another CNI's): no run may remove them.
+	ForeignRules []ForeignRule `json:"foreignRules,omitempty"`
+	// Ipamd tunes ipamd's timing, within the ranges ipamd accepts.
+	Ipamd *IpamdSettings `json:"ipamd,omitempty"`
 }
 
 // WarmPool are ipamd's warm-pool targets (the reference's variables).
@@ -97,6 +102,10 @@ type Pod struct {
 	// Count declares Count pods named <name>-0 … <name>-<Count-1>; events
 	// name them all with <name>-*.
 	Count int `json:"count,omitempty"`
+	// AddTakes is how long the pod's ADD spends between ipamd's answer and
+	// its host route (a slow node, a long IPv6 DAD): ipamd's loops run
+	// meanwhile on the simulated clock.
+	AddTakes *Duration `json:"addTakes,omitempty"`
 }
 
 // Event is one step of the timeline. Exactly one field is set.
@@ -113,6 +122,21 @@ type Event struct {
 	// prevResult, as when it races the ADD before the runtime cached the
 	// ADD's result (#3270: an ADD and a force DEL 40 ms apart).
 	WithoutPrevResult bool `json:"withoutPrevResult,omitempty"`
+	// ForgePrevResult, with delete, rewrites the runtime's cached result
+	// before the DEL: a hostile or corrupted prevResult.
+	ForgePrevResult *Forgery `json:"forgePrevResult,omitempty"`
+	// LateDel sends, for each pod, containerd's second DEL of its previous
+	// sandbox (RemovePodSandbox: CNI_NETNS empty, no prevResult, that
+	// sandbox's container ID), late or once more: after a new sandbox of
+	// the same name runs, after an ipamd restart.
+	LateDel []string `json:"late-del,omitempty"`
+	// RuntimeForgets makes the runtime lose these pods' sandboxes (a
+	// containerd restart that lost its state): no DEL is sent, their
+	// namespaces stay, and a GC no longer lists them as valid.
+	RuntimeForgets []string `json:"runtime-forgets,omitempty"`
+	// GC runs CNI GC (1.1) with the runtime's valid attachments: every
+	// running sandbox it has not forgotten.
+	GC *struct{} `json:"gc,omitempty"`
 	// Evict stops ipamd as a drained node's aws-node pod goes ("aws-node").
 	Evict string `json:"evict,omitempty"`
 	// CancelEviction starts ipamd again ("aws-node").
@@ -224,7 +248,7 @@ var (
 	KnownModes = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
 	// KnownVerdicts: "clean", or the kind of violation the run must show
 	// (lower case of the invariant kinds).
-	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck"}
+	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck", "foreign"}
 	KnownMemory   = []string{"kept", "lost", "corrupt"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
@@ -287,6 +311,9 @@ func (s *Scenario) validate() error {
 	if s.Node.Start == "fresh" && s.Node.WarmPool == nil {
 		return fmt.Errorf("node.start fresh needs node.warmPool: nothing would ever add an address")
 	}
+	if err := s.Node.validateAdversary(); err != nil {
+		return err
+	}
 	if err := s.expandCounts(); err != nil {
 		return err
 	}
@@ -300,6 +327,9 @@ func (s *Scenario) validate() error {
 		}
 		if p.Device < 0 || p.Device > 15 {
 			return fmt.Errorf("pods[%d]: device %d is not between 0 and 15", i, p.Device)
+		}
+		if p.AddTakes != nil && p.AddTakes.Duration > 5*time.Minute {
+			return fmt.Errorf("pods[%d]: addTakes %s is longer than 5m (the plugin's longest ipamdTimeout)", i, p.AddTakes)
 		}
 		declared[p.Name] = true
 	}
@@ -338,16 +368,21 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	}
 	set := 0
 	for _, b := range []bool{e.Add != nil, e.Delete != nil, e.ForceDelete != nil, e.Evict != "", e.CancelEviction != "",
-		e.Restart != "", e.EC2Fault != nil, e.Failpoint != nil, e.Wait != nil, e.Settle != nil} {
+		e.Restart != "", e.EC2Fault != nil, e.Failpoint != nil, e.Wait != nil, e.Settle != nil, e.LateDel != nil,
+		e.RuntimeForgets != nil, e.GC != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, failpoint, wait, settle (got %d)", set)
+		return fmt.Errorf("an event has exactly one of add, delete, force-delete, evict, cancel-eviction, restart, ec2-fault, failpoint, wait, settle, late-del, runtime-forgets, gc (got %d)", set)
 	}
-	if (e.Add != nil && len(e.Add) == 0) || (e.Delete != nil && len(e.Delete) == 0) || (e.ForceDelete != nil && len(e.ForceDelete) == 0) {
-		return fmt.Errorf("an add, delete or force-delete names no pod")
+	if (e.Add != nil && len(e.Add) == 0) || (e.Delete != nil && len(e.Delete) == 0) || (e.ForceDelete != nil && len(e.ForceDelete) == 0) ||
+		(e.LateDel != nil && len(e.LateDel) == 0) || (e.RuntimeForgets != nil && len(e.RuntimeForgets) == 0) {
+		return fmt.Errorf("an add, delete, force-delete, late-del or runtime-forgets names no pod")
+	}
+	if err := e.ForgePrevResult.validate(e); err != nil {
+		return err
 	}
 	if err := s.expandGlobs(e); err != nil {
 		return err
@@ -390,7 +425,7 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 			return fmt.Errorf("add: node %q is not supported (only \"other\", with reuseIPOf)", r.Node)
 		}
 	}
-	for _, list := range [][]string{e.Delete, e.ForceDelete} {
+	for _, list := range [][]string{e.Delete, e.ForceDelete, e.LateDel, e.RuntimeForgets} {
 		for j, n := range list {
 			list[j] = s.Resolve(n)
 			if !declared[list[j]] {
@@ -430,7 +465,7 @@ func (s *Scenario) expandCounts() error {
 			return fmt.Errorf("pods[%d]: count %d is not between 1 and 1000", i, p.Count)
 		}
 		for j := range p.Count {
-			out = append(out, Pod{Name: fmt.Sprintf("%s-%d", p.Name, j), Device: p.Device})
+			out = append(out, Pod{Name: fmt.Sprintf("%s-%d", p.Name, j), Device: p.Device, AddTakes: p.AddTakes})
 		}
 	}
 	s.Pods = out
@@ -472,7 +507,7 @@ func (s *Scenario) expandGlobs(e *Event) error {
 	if e.Add != nil {
 		e.Add = add
 	}
-	for _, list := range []*[]string{&e.Delete, &e.ForceDelete} {
+	for _, list := range []*[]string{&e.Delete, &e.ForceDelete, &e.LateDel, &e.RuntimeForgets} {
 		if *list == nil {
 			continue
 		}

@@ -47,6 +47,10 @@ func FuzzParse(f *testing.F) {
 			"  - ec2-fault: {api: AssignPrivateIpAddresses, code: RequestLimitExceeded, times: 3}\n  - {wait: 1m30s, modes: [ipv4]}", 1),
 		strings.Replace(good, "name: t", "name: t\nnode: {start: fresh, kubeletRetries: 20, warmPool: {warmIPTarget: 2, prefixDelegation: true}}", 1),
 		strings.Replace(good, "- settle: {}", "- add: [{name: default/api-0, node: other, reuseIPOf: web-0}]", 1),
+		strings.Replace(good, "- settle: {}", "- late-del: [web-0]\n  - runtime-forgets: [web-0]\n  - gc: {}\n"+
+			"  - {delete: [web-0], forgePrevResult: {table: 100, ips: [10.99.0.5/32]}}", 1),
+		strings.Replace(good, "name: t", "name: t\nnode: {ipamd: {reconcileGrace: minimum, reconcileInterval: 5s, reconcile: false}, "+
+			"foreignRules: [{priority: 512, to: 10.99.0.5/32, table: 254}]}", 1),
 	} {
 		f.Add([]byte(s))
 	}
@@ -129,7 +133,8 @@ func checkScenario(t *testing.T, s *Scenario) {
 	for i, e := range s.Timeline {
 		actions := 0
 		for _, set := range []bool{len(e.Add) > 0, len(e.Delete) > 0, len(e.ForceDelete) > 0, e.Evict != "", e.CancelEviction != "",
-			e.Restart != "", e.EC2Fault != nil, e.Failpoint != nil, e.Wait != nil, e.Settle != nil} {
+			e.Restart != "", e.EC2Fault != nil, e.Failpoint != nil, e.Wait != nil, e.Settle != nil, len(e.LateDel) > 0,
+			len(e.RuntimeForgets) > 0, e.GC != nil} {
 			if set {
 				actions++
 			}

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc"
+
+	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/plugin"
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// The adversary's moves beyond the incident's: rules of another agent on
+// the node, a forged prevResult, containerd's second DEL of an old sandbox
+// arriving late, a runtime that loses its sandboxes, CNI GC, and ADDs slow
+// enough for ipamd's loops to run in the middle of one.
+
+// plantForeignRules adds the scenario's foreign rules to the node.
+func (r *run) plantForeignRules() error {
+	for i, fr := range r.s.Node.ForeignRules {
+		from, to, err := fr.Selectors()
+		if err != nil {
+			return err
+		}
+		rule := kernel.Rule{Priority: fr.Priority, Table: fr.Table, Family: kernel.FamilyV4}
+		for _, sel := range []struct {
+			p   netip.Prefix
+			dst **net.IPNet
+		}{{from, &rule.Src}, {to, &rule.Dst}} {
+			if sel.p.IsValid() {
+				*sel.dst = ownership.IPNet(sel.p)
+				if sel.p.Addr().Is6() {
+					rule.Family = kernel.FamilyV6
+				}
+			}
+		}
+		if err := r.node.RuleAdd(rule); err != nil {
+			return fmt.Errorf("node.foreignRules[%d] %s: %w", i, kernel.RuleString(rule), err)
+		}
+		r.foreign = append(r.foreign, rule)
+		r.note("another agent's rule: %s", kernel.RuleString(rule))
+	}
+	return nil
+}
+
+// ipamdTiming is the scenario's reconcile grace and interval for ipamd
+// (zero: ipamd's defaults; "minimum": the shortest ipamd accepts).
+func (r *run) ipamdTiming() (grace, interval time.Duration) {
+	set := r.s.Node.Ipamd
+	if set == nil {
+		return 0, 0
+	}
+	parse := func(v string, min time.Duration) time.Duration {
+		if v == spec.Minimum {
+			return min
+		}
+		d, _ := time.ParseDuration(v) // spec validated it
+		return d
+	}
+	return parse(set.ReconcileGrace, ipamd.ReconcileGraceRange.Min), parse(set.ReconcileInterval, ipamd.ReconcileIntervalRange.Min)
+}
+
+// lateDel sends containerd's second DEL of the pod's previous sandbox: the
+// one before the running one, or the last one if none runs.
+func (r *run) lateDel(name string) error {
+	p := r.pods[name]
+	n := p.incarnation
+	if p.phase == running || p.phase == terminating {
+		n--
+	}
+	if n < 1 {
+		return fmt.Errorf("late-del %s: the pod has no earlier sandbox", name)
+	}
+	old := *p
+	old.containerID = sandboxID(p, n)
+	err := r.del(&old, "")
+	r.note("t=%s late second DEL of %s's sandbox %s (empty netns, no prevResult): %s", r.now, name, old.containerID, r.delOutcome(err))
+	return nil
+}
+
+func sandboxID(p *pod, incarnation int) string {
+	return fmt.Sprintf("sandbox-%s-%d", p.name, incarnation)
+}
+
+// forgePrevResult rewrites the runtime's cached ADD result of the pod as
+// the forgery says, so the DEL's prevResult carries the lie.
+func (r *run) forgePrevResult(name string, f *spec.Forgery) error {
+	p := r.pods[name]
+	if p.phase != running {
+		return nil
+	}
+	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("forge the cached result of %s (libcni's cache layout changed?): %w", name, err)
+	}
+	var cached map[string]any
+	if err := json.Unmarshal(b, &cached); err != nil {
+		return err
+	}
+	res, ok := cached["result"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("the cached result of %s has no result", name)
+	}
+	if f.Table != 0 {
+		if itfs, ok := res["interfaces"].([]any); ok && len(itfs) > 1 {
+			if itf, ok := itfs[1].(map[string]any); ok {
+				itf["mac"] = strconv.Itoa(f.Table)
+			}
+		}
+	}
+	if len(f.IPs) > 0 {
+		var ips []any
+		for _, a := range f.IPs {
+			ips = append(ips, map[string]any{"interface": 1, "address": a})
+		}
+		res["ips"] = ips
+	}
+	out, err := json.Marshal(cached)
+	if err != nil {
+		return err
+	}
+	r.note("the runtime's cached result of %s is forged: table %d, ips %v", name, f.Table, f.IPs)
+	return os.WriteFile(path, out, 0o600)
+}
+
+// forget is a runtime that lost the pod's sandbox (containerd restarted
+// without its state): no DEL, the namespace stays, libcni's cache of it is
+// gone, and the pod no longer runs as far as anyone but the kernel knows.
+func (r *run) forget(name string) error {
+	p := r.pods[name]
+	if p.phase != running {
+		return fmt.Errorf("runtime-forgets %s: it does not run", name)
+	}
+	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	p.phase = deleted
+	p.forgotten = true
+	gone := r.invPod(name, p)
+	gone.Netns = "" // the runtime no longer knows it: nobody removes it
+	r.gone = append(r.gone, gone)
+	r.note("the runtime lost the sandbox %s of %s: no DEL, its namespace %s stays", p.containerID, name, p.netns)
+	return nil
+}
+
+// gc is the runtime's CNI GC: every running sandbox is a valid attachment.
+func (r *run) gc() error {
+	var valid []types.GCAttachment
+	names := make([]string, 0, len(r.pods))
+	for n := range r.pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if p := r.pods[n]; p.phase == running || p.phase == terminating {
+			valid = append(valid, types.GCAttachment{ContainerID: p.containerID, IfName: "eth0"})
+		}
+	}
+	err := r.cni.GCNetworkList(bg(), r.gcList, &libcni.GCArgs{ValidAttachments: valid})
+	if err != nil {
+		r.note("t=%s GC (%d valid attachments): failed: %v", r.now, len(valid), err)
+		return nil
+	}
+	r.note("t=%s GC (%d valid attachments): ok", r.now, len(valid))
+	return nil
+}
+
+// slowAdds makes every AddNetwork answered with an address take the pod's
+// addTakes before the plugin goes on (ipamd's loops run meanwhile).
+func (r *run) slowAdds(inner plugin.Dialer) plugin.Dialer {
+	return func(target string) (rpc.CNIBackendClient, io.Closer, error) {
+		c, closer, err := inner(target)
+		if err != nil {
+			return nil, nil, err
+		}
+		return slowBackend{c, r}, closer, nil
+	}
+}
+
+type slowBackend struct {
+	rpc.CNIBackendClient
+	r *run
+}
+
+func (b slowBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest, opts ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+	reply, err := b.CNIBackendClient.AddNetwork(ctx, in, opts...)
+	if err == nil && reply.GetSuccess() {
+		if p := b.r.pods[in.GetK8S_POD_NAMESPACE()+"/"+in.GetK8S_POD_NAME()]; p != nil && p.spec.AddTakes != nil {
+			b.r.pause(p.spec.AddTakes.Duration)
+		}
+	}
+	return reply, err
+}
+
+// pause lets d of simulated time pass in the middle of an ADD: only
+// ipamd's loops run (kubelet's work waits for the ADD to return).
+func (r *run) pause(d time.Duration) {
+	end := r.now + d
+	r.pausing = true
+	defer func() { r.pausing = false }()
+	for r.ipamd != nil && r.ticked+tick <= end {
+		r.now = r.ticked + tick
+		r.tickIpamd()
+	}
+	r.now = end
+}
