@@ -169,8 +169,9 @@ var hostileCases = []hostileCase{
 	// has a pod rule's exact shape (pod priority, a /32, a pod table) and
 	// the kernel shows no holder for 192.168.7.7 (no main route), which is
 	// also what a pod whose veth went with its namespace looks like. By
-	// DESIGN.md's definition ("rules at its own priorities whose selector
-	// is exactly the pod's /32") it is the plugin's, and it goes. Pinned
+	// the definition in docs/architecture.md#ownership ("rules at their own
+	// priorities whose selector is exactly the pod's /32") it is the
+	// plugin's, and it goes. Pinned
 	// here so that a fix shows up as a change of this line.
 	{name: "ips names a pod-shaped foreign rule's address (known limit)", victimDevice: 1,
 		craft: setIPs(ipOn(1, "10.0.2.11/32"), ipOn(1, "192.168.7.7/32"), ipOn(1, "2001:db8::7/128")),

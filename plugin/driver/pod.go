@@ -13,7 +13,7 @@ import (
 	"github.com/vpccni/vpccni/kernel"
 )
 
-// Rule priorities the pod path owns (REFERENCE.md §3.1).
+// Rule priorities the pod path owns (docs/reference-facts.md#rule-priorities-and-tables).
 const (
 	PrioVlanIIF     = 10   // iif rules of branch-ENI pods (strict)
 	PrioToPod       = 512  // to <pod IP> lookup main
