@@ -199,7 +199,7 @@ verify-generated: proto mocks
 	@git diff --exit-code --stat -- ipamd/rpc mocks || { echo "generated code is stale: run 'make proto mocks' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- ipamd/rpc mocks)" || { echo "untracked generated files:"; git status --porcelain -- ipamd/rpc mocks; exit 1; }
 
-## Deploying (deploy/, README "Deploying"): these need Docker, kind and
+## Deploying (deploy/, docs/deploying.md): these need Docker, kind and
 ## kubectl, which `make test` does not; each says what is missing and stops.
 IMAGE        ?= vpccni:$(VERSION)
 KIND_CLUSTER ?= vpccni

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 )
 
-// EC2 is the subset of *ec2.Client ipamd uses (REFERENCE.md §4.3).
+// EC2 is the subset of *ec2.Client ipamd uses (docs/reference-facts.md#ec2-calls).
 type EC2 interface {
 	CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkInterfaceInput, opts ...func(*ec2.Options)) (*ec2.CreateNetworkInterfaceOutput, error)
 	AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetworkInterfaceInput, opts ...func(*ec2.Options)) (*ec2.AttachNetworkInterfaceOutput, error)

@@ -48,7 +48,7 @@ const (
 	// result is refused) and the newest vpc-cni supports.
 	cniVersion = "1.0.0"
 	// defaultMetricsAddress is ipamd's --metrics-address default, the
-	// reference's port (REFERENCE.md §4.4). ipamd keeps it unexported.
+	// reference's port (docs/reference-facts.md#introspection-metrics-and-health). ipamd keeps it unexported.
 	defaultMetricsAddress = ":61678"
 	rbacGroup             = "rbac.authorization.k8s.io"
 )

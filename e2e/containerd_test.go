@@ -81,7 +81,8 @@ func (n *node) conflist() string {
 		n.cniVersion(), n.sock, n.pluginLog, journal)
 }
 
-// containerdConfig is the CRI setup that works here (RUNTIME-NOTES.md):
+// containerdConfig is the CRI setup that works here
+// (docs/testing.md#containerd-on-this-machine):
 // without restrict_oom_score_adj runc fails ("can't get final child's PID
 // from pipe: EOF": the process cannot lower oom_score_adj); AppArmor is not
 // available; pod namespaces are mounted under the node's state dir;

@@ -18,8 +18,8 @@ import (
 	"github.com/vpccni/vpccni/ownership"
 )
 
-// restore loads the checkpoint into the datastore (REFERENCE.md §4.1
-// "Restart and recovery"), or rebuilds the allocations from the kernel
+// restore loads the checkpoint into the datastore
+// (docs/reference-facts.md#restart-and-recovery), or rebuilds the allocations from the kernel
 // when the policy says so.
 func (d *Daemon) restore() error {
 	path := d.cfg.Checkpoint

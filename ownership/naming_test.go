@@ -2,7 +2,7 @@ package ownership
 
 import "testing"
 
-// The vectors are the reference's (REFERENCE.md §2.3), so names stay
+// The vectors are the reference's (docs/reference-facts.md#names), so names stay
 // interchangeable with it.
 func TestPodSuffixVectors(t *testing.T) {
 	cases := []struct{ ns, name, want string }{

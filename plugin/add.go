@@ -119,7 +119,7 @@ func podFromAddReply(reply *rpc.AddNetworkReply, inv *invocation) (driver.Pod, i
 		}
 		pod.Branch = b
 		if b.Strict {
-			// Strict mode names the host veth vlan<hash> (REFERENCE.md §2.3).
+			// Strict mode names the host veth vlan<hash> (docs/reference-facts.md#names).
 			pod.HostVeth = ownership.HostVeth(ownership.StrictVethPrefix, inv.podNS, inv.podName)
 		}
 		device = -1

@@ -60,7 +60,7 @@ func TestAddBuildsPodAndResult(t *testing.T) {
 	}
 }
 
-// TestAddResultLayout pins the reference's layout (REFERENCE.md §2.1).
+// TestAddResultLayout pins the reference's layout (docs/reference-facts.md#cleanup-state).
 func TestAddResultLayout(t *testing.T) {
 	res := encodeResult(wantPod(2), testNetns, 1, "default", "web-1")
 	got := []string{}
@@ -146,7 +146,8 @@ func TestAddRefusesHostNamespace(t *testing.T) {
 }
 
 // TestDecodeReferenceResults: results written by reference versions decode
-// to the right teardown state (REFERENCE.md §2.1, §5.1).
+// to the right teardown state (docs/reference-facts.md#cleanup-state,
+// docs/reference-facts.md#issue-2048).
 func TestDecodeReferenceResults(t *testing.T) {
 	idx := func(i int) *int { return &i }
 	mk := func(ifs ...*current.Interface) *current.Result {

@@ -101,7 +101,7 @@ func (p *Plugin) PodFromDelReply(r *DelRequest, reply *rpc.DelNetworkReply) (*dr
 // Driver is the plugin's driver (for the harness's policies).
 func (p *Plugin) Driver() driver.Networker { return p.env.Driver }
 
-// del is vpccni's delete flow (DESIGN.md "The delete flow"):
+// del is vpccni's delete flow (docs/architecture.md#the-delete-flow):
 //
 //   - With a prevResult, tear the pod down from it first, then ask ipamd to
 //     release. Tearing down first means the address is never back in the

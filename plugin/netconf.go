@@ -21,7 +21,7 @@ import (
 	"github.com/vpccni/vpccni/ownership"
 )
 
-// Defaults of the netconf (REFERENCE.md §1.3).
+// Defaults of the netconf (docs/reference-facts.md#netconf-defaults).
 const (
 	DefaultMTU          = 9001
 	MinMTU              = 576

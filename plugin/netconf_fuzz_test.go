@@ -17,7 +17,7 @@ import (
 )
 
 // The netconf, CNI_ARGS and prevResult come from files and processes the
-// plugin does not control (DESIGN.md "Untrusted input"). These targets
+// plugin does not control (docs/architecture.md#untrusted-input). These targets
 // check what the plugin promises about them, not only that it does not
 // panic. Seeds: the f.Add calls below and testdata/fuzz/<FuzzName>/.
 

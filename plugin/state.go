@@ -16,7 +16,7 @@ import (
 )
 
 // The cleanup state lives in the CNI result exactly as the reference lays
-// it out (REFERENCE.md §2.1), so results are interchangeable with it:
+// it out (docs/reference-facts.md#cleanup-state), so results are interchangeable with it:
 //
 //	interfaces[2i]   {name: <host veth>}
 //	interfaces[2i+1] {name: <CNI_IFNAME>, sandbox: <netns>, mac: "<route table>"}

@@ -128,7 +128,7 @@ type Allocation struct {
 }
 
 // RouteTable is the table a pod's "from" rule uses for an ENI's addresses,
-// as the reference does (REFERENCE.md §3.1): main for the primary ENI,
+// as the reference does (docs/reference-facts.md#rule-priorities-and-tables): main for the primary ENI,
 // device+1 for a secondary one.
 func RouteTable(device int) int {
 	if device == 0 {

@@ -1,5 +1,5 @@
 // Package eninet configures the node side of each ENI ipamd manages
-// (REFERENCE.md §3.2, "Per-ENI host state"): a secondary ENI's link is up
+// (docs/reference-facts.md#per-eni-host-state): a secondary ENI's link is up
 // with its primary address, its subnet route is out of main, its table
 // (device+1) has the gateway and a default route, and rule 32765 sends
 // traffic from its primary address to that table. Freeing the ENI removes

@@ -66,8 +66,8 @@ var poolActions = setOf(
 	"unassign-prefixes",
 )
 
-// ec2APIs are the EC2 operations ipamd calls (cloud.EC2, REFERENCE.md
-// §4.3), named as in the SDK.
+// ec2APIs are the EC2 operations ipamd calls (cloud.EC2,
+// docs/reference-facts.md#ec2-calls), named as in the SDK.
 var ec2APIs = setOf(
 	"CreateNetworkInterface",
 	"AttachNetworkInterface",

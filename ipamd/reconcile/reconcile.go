@@ -1,7 +1,7 @@
 // Package reconcile is what ipamd does about what it missed: on start and
 // periodically it releases allocations whose pod is gone, and removes the
-// pod rules it owns that belong to no allocation (DESIGN.md, "The delete
-// flow", point 6).
+// pod rules it owns that belong to no allocation (docs/architecture.md#the-delete-flow,
+// step 7).
 //
 // A DEL that never reached ipamd (ipamd evicted, killed, or restarted
 // without its checkpoint) leaves an allocation nobody will release and

@@ -23,7 +23,7 @@ var (
 func (f field) n(num int) field { f.num = protoreflect.FieldNumber(num); return f }
 func (f field) list() field     { f.repeated = true; return f }
 
-// wire is the reference's contract (REFERENCE.md §1.1): every message with
+// wire is the reference's contract (docs/reference-facts.md#grpc-service): every message with
 // every field's number, type and cardinality. Renumbering or retyping a
 // field breaks interoperability with the reference without any compile
 // error on either side, so it must break this test.

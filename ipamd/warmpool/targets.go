@@ -1,5 +1,5 @@
 // Package warmpool keeps ipamd's pool of pod addresses at its targets
-// (REFERENCE.md §4.2): it attaches ENIs and asks EC2 for addresses as the
+// (docs/reference-facts.md#warm-pool): it attaches ENIs and asks EC2 for addresses as the
 // pool runs low, and gives them back when it is over target, at most once
 // per scale-down interval, backing off after the subnet runs out.
 //

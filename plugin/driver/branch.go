@@ -22,8 +22,8 @@ const (
 	StepDelIIFRules    = "del-iif-rules"
 )
 
-// setupBranchHost makes the node side of a branch-ENI pod (REFERENCE.md
-// §3.4): the VLAN link on the trunk, the VLAN table with its gateway and
+// setupBranchHost makes the node side of a branch-ENI pod
+// (docs/reference-facts.md#branch-eni-pod): the VLAN link on the trunk, the VLAN table with its gateway and
 // default route, and then either strict mode's prio-10 iif rules (the
 // pod's traffic only ever uses the branch ENI) or standard mode's 512/1536
 // rules with the VLAN table.

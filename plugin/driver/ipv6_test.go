@@ -15,7 +15,7 @@ import (
 
 var ip6 = netip.MustParseAddr("2600:1f14:a:1::1")
 
-// TestSetupIPv6KernelCalls pins an IPv6 pod (REFERENCE.md §3.3): IPv6
+// TestSetupIPv6KernelCalls pins an IPv6 pod (docs/reference-facts.md#ipv6-pod): IPv6
 // enabled on eth0 and lo, gateway fe80::1 with its /128 link route and
 // permanent neighbour, the /128 address, the wait for DAD, and on the node
 // the /128 host route and rule 512 of the IPv6 family (no 1536: main).

@@ -28,7 +28,7 @@ const (
 	StepRuleFromPod     = "rule-from-pod"
 )
 
-// Setup makes the pod's objects (REFERENCE.md §3.2): a veth pair created
+// Setup makes the pod's objects (docs/reference-facts.md#ipv4-pod): a veth pair created
 // from the pod side with its peer directly in the node namespace, the pod
 // side's link-local gateway, static neighbour and host address, and on the
 // node a host route plus rule 512 to the pod and, off the main table, rule

@@ -21,8 +21,8 @@ func eniLink(device int) string { return fmt.Sprintf("eth%d", device) }
 // (the hypervisor's part) and the primary ENI's address and default route
 // (the OS's part). ipamd configures the others when it starts: each
 // secondary ENI's table device+1 with the gateway and a default route,
-// rule 32765 from its primary IP, no subnet route in main (REFERENCE.md
-// §3.2 "Per-ENI host state").
+// rule 32765 from its primary IP, no subnet route in main
+// (docs/reference-facts.md#per-eni-host-state).
 //
 // In IPv6 mode the primary ENI also has a global address in the /64 of its
 // delegated prefix (outside the /80 pods take from) and an IPv6 default

@@ -59,7 +59,8 @@ func (Default) Ipamd() Ipamd {
 }
 
 // The reference's DEL flows differ in two decisions only, so they are one
-// flow with two settings (REFERENCE.md §1.5, §5):
+// flow with two settings (docs/reference-facts.md#the-reference-del,
+// docs/reference-facts.md#history-of-the-leaks):
 //
 //	ref-v1.10    ipamd first for every pod; ipamd unreachable or failing:
 //	             error, no teardown (kubelet is trusted to retry)
