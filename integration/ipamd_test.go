@@ -140,11 +140,11 @@ func (n *node) restartIpamd() {
 	n.startIpamd(n.instanceType, n.ipamdArgs...)
 }
 
-// runIpamdOnce runs ipamd expecting it to exit at once, and returns what
-// it printed.
-func (n *node) runIpamdOnce() (string, error) {
+// runIpamdOnce runs ipamd (with extra flags) expecting it to exit at once,
+// and returns what it printed.
+func (n *node) runIpamdOnce(extra ...string) (string, error) {
 	var out strings.Builder
-	cmd := ipamdCmd(n, n.instanceType)
+	cmd := ipamdCmd(n, n.instanceType, extra...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := n.ns.Do(func() error {
 		done := make(chan error, 1)

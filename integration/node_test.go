@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -36,6 +37,8 @@ type node struct {
 	// what startIpamd was last given, for restarts
 	instanceType string
 	ipamdArgs    []string
+	// ipamdOut, when set, gets a copy of what ipamd prints (its log).
+	ipamdOut io.Writer
 }
 
 func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
@@ -138,7 +141,11 @@ func (n *node) startIpamd(instanceType string, extra ...string) {
 	// but the wait below must not mistake the old ones for it.
 	os.Remove(n.sock)
 	os.Remove(n.introspectSock())
-	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	var out io.Writer = GinkgoWriter
+	if n.ipamdOut != nil {
+		out = io.MultiWriter(GinkgoWriter, n.ipamdOut)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	Expect(n.ns.Do(cmd.Start)).To(Succeed())
 	n.ipamd = cmd
 	DeferCleanup(func() {
