@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -65,5 +67,37 @@ func TestStatusLogsNotReady(t *testing.T) {
 	b, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(b), `"msg":"not ready"`) || !strings.Contains(string(b), `"verb":"STATUS"`) || !strings.Contains(string(b), "dial refused") {
 		t.Fatalf("plugin log:\n%s", b)
+	}
+}
+
+// TestGCCollectsALiveSandbox: a stale attachment whose sandbox still
+// exists (the runtime lost it) is collected: GC opens the pod namespace
+// ipamd recorded for the ADD, so the peer of its container interface
+// proves the host veth the address is routed to is the pod's own. Every
+// object of the victim goes, its address is released, and the neighbour
+// keeps everything. Without the namespace the driver could not tell the
+// pod's veth from another pod's and GC failed for ever (code 11).
+func TestGCCollectsALiveSandbox(t *testing.T) {
+	w := newHostileWorld(t, driver.New(nil), 1)
+	victimNode := w.snap(t, hostileNode)
+	stale := &rpc.Allocation{ContainerId: "c-" + victimName, IfName: "eth0", NetworkName: "aws-cni", Ip: w.victim.ip, RouteTable: 2,
+		PodNamespace: "default", PodName: victimName, Netns: w.victim.netns}
+	w.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+		return listingInventory{allocs: []*rpc.Allocation{stale}}, nil, nopCloser{}, nil
+	}
+	valid := `[{"containerID":"c-` + neighName + `","ifname":"eth0"}]`
+	stdin := []byte(`{"cniVersion":"1.1.0","name":"aws-cni","type":"vpc-cni","cni.dev/valid-attachments":` + valid + `}`)
+	if err := w.p.GC(&skel.CmdArgs{StdinData: stdin}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	_, removed := kernel.Diff(victimNode, w.snap(t, hostileNode))
+	if !slices.Equal(removed, w.victim.lines) {
+		t.Fatalf("GC removed %q, want exactly the victim's %q", removed, w.victim.lines)
+	}
+	if pod := w.snap(t, w.victim.netns); len(pod.Links) > 1 {
+		t.Fatalf("the victim's eth0 is still in its namespace: %v", pod.Links)
+	}
+	if !slices.Equal(w.ipamd.released, []string{victimName}) {
+		t.Fatalf("ipamd released %q, want the victim's address only", w.ipamd.released)
 	}
 }

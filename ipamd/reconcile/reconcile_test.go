@@ -348,3 +348,46 @@ func TestLeftRuleKeepsAllocation(t *testing.T) {
 		t.Fatalf("skipped %q, want %q", skipped, want)
 	}
 }
+
+// lookalikes is a kernel that lists one rule twice: two rules that read
+// the same differ in a selector kernel.Rule cannot show (ipproto, ports,
+// uidrange, tos, `not`), which the model cannot hold.
+type lookalikes struct {
+	kernel.API
+	rule string
+}
+
+func (l lookalikes) RuleList(f kernel.Family) ([]kernel.Rule, error) {
+	rules, err := l.API.RuleList(f)
+	for _, r := range rules {
+		if kernel.RuleString(r) == l.rule {
+			return append(rules, r), err
+		}
+	}
+	return rules, err
+}
+
+// TestLookalikeRuleIsLeftAlone: the reconciler matches a delete request as
+// the driver does (one implementation, ownership.ShadowedBy): when another
+// rule reads the same as a gone pod's, nothing tells which is the pod's,
+// so both stay, the pass says why, and the allocation is not released
+// while a rule of its address stays.
+func TestLookalikeRuleIsLeftAlone(t *testing.T) {
+	w, pool := gonePod(t, t0)
+	twin := "rule 512: from all to 10.0.2.30 lookup main"
+	k := lookalikes{API: w.Node, rule: twin}
+	before := snapshot(t, w.Node)
+	rep, err := reconcile.New(reconcile.Config{Kernel: k, Pool: pool, Now: func() time.Time { return t0.Add(time.Hour) }}).Run(context.Background())
+	must(t, err)
+	_, removed := kernel.Diff(before, snapshot(t, w.Node))
+	if slices.Contains(removed, twin) || len(pool.Released()) != 0 {
+		t.Fatalf("removed %q, released %q: a look-alike's twin was deleted", removed, pool.Released())
+	}
+	found := false
+	for _, s := range rep.Skipped {
+		found = found || (s.What == twin && strings.Contains(s.Reason, "reads the same"))
+	}
+	if !found {
+		t.Fatalf("the look-alike is not reported: %+v", rep.Skipped)
+	}
+}
