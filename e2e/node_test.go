@@ -103,19 +103,7 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	// ipamd's metrics (and containerd's stream server) listen on the
 	// node's own loopback.
 	Expect(n.host.LinkSetUp("lo")).To(Succeed())
-	for d := 0; d < 2; d++ {
-		name := fmt.Sprintf("eth%d", d)
-		Expect(n.host.AddVeth(kernel.VethSpec{Name: name, PeerName: fmt.Sprintf("vpc%d", d), MTU: 9001})).To(Succeed())
-		Expect(n.host.LinkSetUp(name)).To(Succeed())
-		Expect(n.host.LinkSetUp(fmt.Sprintf("vpc%d", d))).To(Succeed())
-		l, err := n.host.LinkByName(name)
-		Expect(err).NotTo(HaveOccurred())
-		ipn := &net.IPNet{IP: net.ParseIP(fmt.Sprintf("10.0.%d.10", d+1)).To4(), Mask: net.CIDRMask(24, 32)}
-		Expect(n.host.AddrAdd(l.Index, ipn)).To(Succeed())
-	}
-	eth0, err := n.host.LinkByName("eth0")
-	Expect(err).NotTo(HaveOccurred())
-	Expect(n.host.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: eth0.Index, Family: kernel.FamilyV4})).To(Succeed())
+	Expect(testns.PlugENIs(n.host)).To(Succeed())
 
 	n.startIpamd(instanceType, ipamdArgs...)
 	n.startContainerd()

@@ -82,40 +82,11 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 	return n
 }
 
-// plugENIs gives a node namespace the links of two attached ENIs (veths
-// standing in for them, each with a peer that keeps the carrier up) as the
-// instance's OS leaves them: eth0, the primary, with its address in
-// 10.0.1.0/24 and in the /64 of the memory cloud's delegated IPv6 prefix,
-// and the default routes; eth1 with its address in 10.0.2.0/24. ipamd
-// adds eth1's table and rule 32765 when it starts. The plugin tears down
-// only addresses in these ENIs' subnets (ownership.Node).
-func plugENIs(h kernel.API) {
-	for d := 0; d < 2; d++ {
-		name := fmt.Sprintf("eth%d", d)
-		Expect(h.AddVeth(kernel.VethSpec{Name: name, PeerName: fmt.Sprintf("vpc%d", d), MTU: 9001})).To(Succeed())
-		Expect(h.LinkSetUp(name)).To(Succeed())
-		Expect(h.LinkSetUp(fmt.Sprintf("vpc%d", d))).To(Succeed())
-		l, err := h.LinkByName(name)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(h.AddrAdd(l.Index, ifAddr(fmt.Sprintf("10.0.%d.10/24", d+1)))).To(Succeed())
-		if d == 0 {
-			Expect(h.AddrAdd(l.Index, ifAddr("2600:1f14:a:1:8000::a/64"))).To(Succeed())
-			Expect(h.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: l.Index, Family: kernel.FamilyV4})).To(Succeed())
-			Expect(h.RouteAdd(kernel.Route{Gw: net.ParseIP("fe80::1"), LinkIndex: l.Index, Family: kernel.FamilyV6})).To(Succeed())
-		}
-	}
-}
+// plugENIs gives a node namespace the ENIs the OS leaves (testns.PlugENIs).
+func plugENIs(h kernel.API) { Expect(testns.PlugENIs(h)).To(Succeed()) }
 
-// ifAddr is an interface address: the address itself with its prefix's
-// length.
-func ifAddr(s string) *net.IPNet {
-	ip, n, err := net.ParseCIDR(s)
-	Expect(err).NotTo(HaveOccurred())
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-	}
-	return &net.IPNet{IP: ip, Mask: n.Mask}
-}
+// ifAddr is an interface address: the address with its prefix's length.
+func ifAddr(s string) *net.IPNet { return testns.IfAddr(s) }
 
 func netConfList(conf string) (*libcni.NetworkConfigList, error) {
 	return libcni.NetworkConfFromBytes([]byte(conf))

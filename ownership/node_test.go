@@ -111,7 +111,7 @@ func TestScopeOwns(t *testing.T) {
 	}{
 		{ToPodRule(a), true},
 		{FromPodRule(a, 2), true},
-		{FromPodRule(a, 3), false},                        // eth2's table, not eth1's
+		{FromPodRule(a, 3), false},                               // eth2's table, not eth1's
 		{FromPodRule(netip.MustParseAddr("10.0.1.11"), 3), true}, // eth2 shares eth0's subnet
 		{ToPodRule(netip.MustParseAddr("10.0.2.99")), false},     // not in the pool
 		{ToPodRule(netip.MustParseAddr("10.0.2.10")), false},     // eth1's own

@@ -109,31 +109,7 @@ func newNode(binDir string, timeout, cooldown time.Duration, out io.Writer) (n *
 	if err = n.host.LinkSetUp("lo"); err != nil {
 		return nil, err
 	}
-	for d := 0; d < 2; d++ {
-		name, peer := fmt.Sprintf("eth%d", d), fmt.Sprintf("vpc%d", d)
-		if err = n.host.AddVeth(kernel.VethSpec{Name: name, PeerName: peer, MTU: 9001}); err != nil {
-			return nil, err
-		}
-		for _, l := range []string{name, peer} {
-			if err = n.host.LinkSetUp(l); err != nil {
-				return nil, err
-			}
-		}
-		l, err := n.host.LinkByName(name)
-		if err != nil {
-			return nil, err
-		}
-		_, ipn, _ := net.ParseCIDR(fmt.Sprintf("10.0.%d.10/24", d+1))
-		ipn.IP = net.ParseIP(fmt.Sprintf("10.0.%d.10", d+1))
-		if err = n.host.AddrAdd(l.Index, ipn); err != nil {
-			return nil, err
-		}
-	}
-	eth0, err := n.host.LinkByName("eth0")
-	if err != nil {
-		return nil, err
-	}
-	if err = n.host.RouteAdd(kernel.Route{Gw: net.ParseIP("10.0.1.1"), LinkIndex: eth0.Index, Family: kernel.FamilyV4}); err != nil {
+	if err = testns.PlugENIs(n.host); err != nil {
 		return nil, err
 	}
 
