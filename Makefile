@@ -9,11 +9,11 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
 # real-kernel suites, the containerd e2e suite and bench/).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/ -e /scenarios/explore/budget)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
         verify-generated tools deps clean image kind-up kind-load kind-down bench \
-        mutants mutants-hand
+        mutants mutants-hand explore-random soak
 
 all: build
 
@@ -48,7 +48,7 @@ deps: tools
 ## "N passed, M failed, K skipped". Fails if any suite failed.
 # Each suite is a target; :gotest or :ginkgo names the report it leaves
 # (a suite without one counts as one step that passed or failed).
-TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore kernel-real:gotest integration:ginkgo e2e:ginkgo
+TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore explore-random:gotest kernel-real:gotest integration:ginkgo e2e:ginkgo
 REPORTS     := $(BIN)/reports
 # gotest runs `go test -json`: it keeps the JSON for the summary and prints
 # what plain `go test` would (package lines, failing tests' output, skips).
@@ -130,6 +130,22 @@ bench:
 EXPLORE_FLAGS ?= --no-shrink
 explore:
 	$(GO) run ./scenarios/cmd/replay explore $(EXPLORE_FLAGS) scenarios/library/autoscaler-evicts-aws-node.yaml
+
+## explore-random: the randomized explorer's fixed budget (one committed
+## seed, 3000 generated timelines over the four modes, about 30 s here):
+## fails with each distinct failure shrunk to a scenario file, written to
+## $(BIN)/explore-random, that `replay run` reproduces.
+explore-random: $(TESTSUMMARY)
+	@mkdir -p $(REPORTS)
+	VPCCNI_EXPLORE_OUT=$(abspath $(BIN))/explore-random $(GOTEST) -count=1 ./scenarios/explore/budget
+
+## soak: the randomized explorer for as long as asked, with a fresh seed
+## it prints first (replay explore --random --seed N gives the same run).
+## SOAK_FOR=30m (default), SOAK_OUT=$(BIN)/soak for the counterexamples.
+SOAK_FOR ?= 30m
+SOAK_OUT ?= $(BIN)/soak
+soak:
+	$(GO) run ./scenarios/cmd/replay explore --random --for $(SOAK_FOR) --out $(SOAK_OUT)
 
 ## replay: the main job — replay the whole scenario library on the model
 ## (the headline incident first), then the recorded journals (a real-kernel

@@ -9,9 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -24,14 +22,11 @@ type Dialer func(target string) (rpc.CNIBackendClient, io.Closer, error)
 // loopback TCP address), without TLS since the socket is root-only. Dialing
 // is lazy; an absent ipamd shows up as Unavailable on the first call.
 func DialGRPC(target string) (rpc.CNIBackendClient, io.Closer, error) {
-	if err := checkSocket(target); err != nil {
-		return nil, nil, err
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, closer, err := dialShared(target)
 	if err != nil {
 		return nil, nil, err
 	}
-	return rpc.NewCNIBackendClient(conn), conn, nil
+	return rpc.NewCNIBackendClient(conn), closer, nil
 }
 
 // checkSocket looks, before dialing, at what a unix:// target's path is.

@@ -3,6 +3,7 @@ package plugin
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/golang/mock/gomock"
@@ -80,10 +81,18 @@ func TestDelBranchFromPrevResult(t *testing.T) {
 	if err := r.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": prev}))); err != nil {
 		t.Fatal(err)
 	}
-	// A table that disagrees with the VLAN is a forged state: nothing runs.
+	// A table that disagrees with the VLAN is a forged state: it is set
+	// aside, the DEL goes on from what ipamd and the namespace prove
+	// (here: nothing), and fails with code 7 naming it.
 	r2 := newRig(t)
+	r2.expectHandles(false)
+	r2.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(ipamdUnknownPod)
 	bad := refPrevResult("vlan0761ccbeace", "2", "7", "")
-	wantCode(t, r2.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": bad}))), 7)
+	err := r2.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": bad})))
+	wantCode(t, err, 7)
+	if !strings.Contains(err.Error(), "VLAN 7 and route table") {
+		t.Fatalf("the error does not say what is wrong: %v", err)
+	}
 }
 
 // TestDelBranchFromReply: without prevResult, ipamd's PodVlanId selects

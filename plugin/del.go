@@ -1,11 +1,9 @@
 package plugin
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -21,8 +19,11 @@ import (
 type DelRequest struct {
 	inv   *invocation
 	State *CleanupState
-	Host  kernel.API
-	Pod   kernel.API
+	// StateErr is why a prevResult that was there could not be read (a CNI
+	// error, code 7); State is then nil.
+	StateErr error
+	Host     kernel.API
+	Pod      kernel.API
 	// HostVethIndex is the node-side ifindex of the peer of the sandbox's
 	// container interface, read before anything is torn down (0 when the
 	// pod namespace is gone): the sandbox's proof to ipamd that a host
@@ -30,8 +31,10 @@ type DelRequest struct {
 	HostVethIndex int
 }
 
-// PrepareDel parses a DEL. Bad netconf, CNI_ARGS or prevResult are CNI
-// errors and nothing has been touched when they are returned.
+// PrepareDel parses a DEL. Bad netconf or CNI_ARGS are CNI errors and
+// nothing has been touched when they are returned. A prevResult that
+// cannot be read is kept as StateErr: the flow decides what to do without
+// it.
 func (p *Plugin) PrepareDel(args *skel.CmdArgs) (*DelRequest, error) {
 	inv, err := p.begin(args, "DEL")
 	if err != nil {
@@ -39,11 +42,8 @@ func (p *Plugin) PrepareDel(args *skel.CmdArgs) (*DelRequest, error) {
 	}
 	r := &DelRequest{inv: inv}
 	if inv.conf.PrevResult != nil {
-		r.State, err = decodeCleanupState(inv.conf.PrevResult, args.IfName, inv.podNS, inv.podName, inv.conf.VethPrefix)
-		if err != nil {
-			inv.log.Error("rejected prevResult; touching nothing", "error", err)
-			inv.end()
-			return nil, err
+		if r.State, r.StateErr = decodeCleanupState(inv.conf.PrevResult, args.IfName, inv.podNS, inv.podName, inv.conf.VethPrefix); r.StateErr != nil {
+			inv.log.Error("prevResult rejected: not a source of what to tear down", "error", r.StateErr)
 		}
 	}
 	r.Host, r.Pod, err = p.handles(args.Netns)
@@ -101,118 +101,16 @@ func (p *Plugin) PodFromDelReply(r *DelRequest, reply *rpc.DelNetworkReply) (*dr
 // Driver is the plugin's driver (for the harness's policies).
 func (p *Plugin) Driver() driver.Networker { return p.env.Driver }
 
-// del is vpccni's delete flow (docs/architecture.md#the-delete-flow):
-//
-//   - With a prevResult, tear the pod down from it first, then ask ipamd to
-//     release. Tearing down first means the address is never back in the
-//     pool while its rules are still in the kernel; a failed teardown
-//     returns an error (the runtime retries) and keeps the address.
-//   - Without one, ask ipamd and tear down from its reply; when ipamd cannot
-//     say (unreachable, timeout, unknown pod, error), read the pod's objects
-//     back from its namespace if it still exists.
-//   - No ipamd outcome ever stops a teardown; an address ipamd missed is
-//     ipamd's to reclaim.
-//   - Success means nothing of the pod that the plugin can know of is left.
+// del is CNI DEL: the request parsed, then decided by vpccni's flow
+// (Delete, delflow.go) or the one the harness plugged in.
 func (p *Plugin) del(args *skel.CmdArgs) error {
 	r, err := p.PrepareDel(args)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if p.env.DeleteFlow != nil {
+		return p.env.DeleteFlow(p, r)
+	}
 	return p.Delete(r)
-}
-
-// Delete runs vpccni's delete flow on a prepared request (Del is PrepareDel
-// plus Delete; the harness calls Delete as its "default" policy).
-func (p *Plugin) Delete(r *DelRequest) error {
-	log := r.inv.log
-	if r.State != nil {
-		rep, err := p.env.Driver.Teardown(r.Host, r.Pod, r.State.Pod)
-		if err != nil {
-			log.Error("teardown from prevResult failed; keeping the address in ipamd so the retry finds it", "removed", rep.Removed, "notes", rep.Notes, "error", err)
-			return teardownError("prevResult", err)
-		}
-		log.Info("torn down from prevResult", "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
-		reply, out, rerr := p.Release(r)
-		if rerr != nil {
-			if out == OutcomeUnknownPod {
-				log.Info("ipamd holds no address for the pod (unknown pod): nothing to release; the pod is torn down", "outcome", out)
-				return nil
-			}
-			log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it", "outcome", out, "error", rerr)
-			return nil
-		}
-		// ipamd may know of addresses the prevResult did not record.
-		extra, err := p.PodFromDelReply(r, reply)
-		if err != nil || extra == nil {
-			return nil
-		}
-		extra.IPs = missingIPs(extra.IPs, r.State.Pod.IPs)
-		if len(extra.IPs) == 0 {
-			return nil
-		}
-		if rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *extra); err != nil {
-			return teardownError("ipamd's reply", err)
-		} else {
-			log.Info("torn down addresses only ipamd knew", "removed", rep.Removed)
-		}
-		return nil
-	}
-
-	reply, out, rerr := p.Release(r)
-	var src *driver.Pod
-	source := "ipamd"
-	if rerr == nil {
-		var err error
-		if src, err = p.PodFromDelReply(r, reply); err != nil {
-			log.Warn("ignoring ipamd's reply", "error", err)
-		}
-	} else {
-		log.Warn("ipamd cannot say what the pod had", "outcome", out, "error", rerr)
-	}
-	if src == nil {
-		source = "pod namespace"
-		var err error
-		if src, err = p.env.Driver.Inspect(r.Host, r.Pod, r.inv.args.IfName); err != nil {
-			return cniError(types.ErrTryAgainLater, "cannot read the pod's network back", err)
-		}
-	}
-	if src == nil {
-		log.Info("nothing of the pod is left to tear down", "ipamd", out)
-		return nil
-	}
-	rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *src)
-	if err != nil {
-		log.Error("teardown failed", "source", source, "removed", rep.Removed, "notes", rep.Notes, "error", err)
-		return teardownError(source, err)
-	}
-	log.Info("torn down", "source", source, "ipamd", out, "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
-	return nil
-}
-
-// teardownError is a failed teardown as the runtime sees it. A source that
-// names an address the node does not show to be a pod's (a forged or stale
-// prevResult, a confused ipamd) is refused with code 7, naming what the
-// node says instead, and nothing of that address was touched; any other
-// failure is code 11: the runtime retries the DEL.
-func teardownError(source string, err error) error {
-	var notPod *driver.NotPodAddressError
-	if errors.As(err, &notPod) {
-		return types.NewError(types.ErrInvalidNetworkConfig, "the "+source+" names an address this node does not show to be a pod's", err.Error())
-	}
-	return cniError(types.ErrTryAgainLater, "pod teardown incomplete, retry", err)
-}
-
-func missingIPs(have, known []driver.PodIP) []driver.PodIP {
-	var out []driver.PodIP
-	for _, h := range have {
-		found := false
-		for _, k := range known {
-			found = found || k.Addr == h.Addr
-		}
-		if !found {
-			out = append(out, h)
-		}
-	}
-	return out
 }

@@ -113,17 +113,16 @@ func TestDelWithoutPrevResult(t *testing.T) {
 	fromReply := driver.Pod{HostVeth: testHostVeth, ContainerIf: "eth0", IPs: []driver.PodIP{{Addr: podIP, Table: 2}}}
 	inspected := &driver.Pod{HostVeth: testHostVeth, ContainerIf: "eth0", IPs: []driver.PodIP{{Addr: podIP, Table: 2}}}
 	cases := []struct {
-		name      string
-		ipamd     delFn
-		inspect   *driver.Pod // what the pod namespace shows (nil: nothing)
-		teardown  *driver.Pod
-		tearErr   error
-		wantCode  uint // 0: success
-		podAlive  bool
-		noInspect bool
+		name     string
+		ipamd    delFn
+		inspect  *driver.Pod // what the pod namespace shows (nil: nothing)
+		teardown *driver.Pod
+		tearErr  error
+		wantCode uint // 0: success
+		podAlive bool
 	}{
-		{name: "reply", ipamd: ipamdOK, teardown: &fromReply, podAlive: true, noInspect: true},
-		{name: "reply, teardown fails", ipamd: ipamdOK, teardown: &fromReply, tearErr: errors.New("EPERM"), wantCode: types.ErrTryAgainLater, noInspect: true},
+		{name: "reply", ipamd: ipamdOK, teardown: &fromReply, podAlive: true},
+		{name: "reply, teardown fails", ipamd: ipamdOK, teardown: &fromReply, tearErr: errors.New("EPERM"), wantCode: types.ErrTryAgainLater},
 		{name: "unknown pod, namespace alive", ipamd: ipamdUnknownPod, inspect: inspected, teardown: inspected, podAlive: true},
 		{name: "unknown pod, namespace gone", ipamd: ipamdUnknownPod},
 		{name: "unreachable, namespace alive", ipamd: ipamdUnreachable, inspect: inspected, teardown: inspected, podAlive: true},
@@ -141,7 +140,9 @@ func TestDelWithoutPrevResult(t *testing.T) {
 			if c.podAlive {
 				podH = r.pod
 			}
-			if !c.noInspect {
+			// Without a prevResult or ipamd's record, the namespace is read
+			// back first: a teardown from it comes before the release.
+			if c.podAlive {
 				r.drv.EXPECT().Inspect(r.host, podH, "eth0").Return(c.inspect, nil)
 			}
 			if c.teardown != nil {
@@ -195,13 +196,12 @@ func TestDelBadInputTouchesNothing(t *testing.T) {
 		{"ipamdAddress off the node", netconf(t, map[string]any{"ipamdAddress": "10.1.2.3:50051"}), testArgs, types.ErrInvalidNetworkConfig},
 		{"CNI_ARGS malformed", netconf(t, nil), "K8S_POD_NAME", types.ErrInvalidEnvironmentVariables},
 		{"CNI_ARGS unknown key", netconf(t, nil), "FOO=bar", types.ErrInvalidEnvironmentVariables},
-		{"prevResult table 255", netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "255", "0", "1")}), testArgs, types.ErrInvalidNetworkConfig},
-		{"prevResult table abc", netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "abc", "0", "1")}), testArgs, types.ErrInvalidNetworkConfig},
-		{"prevResult dummy mac -5", netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "-5", "1")}), testArgs, types.ErrInvalidNetworkConfig},
-		{"prevResult sandbox 1e9", netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "0", "1e9")}), testArgs, types.ErrInvalidNetworkConfig},
-		{"prevResult foreign host veth", netconf(t, map[string]any{"prevResult": refPrevResult("eth1", "2", "0", "1")}), testArgs, types.ErrInvalidNetworkConfig},
 		{"prevResult interfaces not an array", netconf(t, map[string]any{"prevResult": map[string]any{"cniVersion": "1.0.0", "interfaces": "eth0"}}), testArgs, types.ErrDecodingFailure},
 	}
+	// A prevResult that parses as JSON but says what this plugin never
+	// writes is set aside, not obeyed: plugin/hostile_test.go shows the
+	// DEL then tears down what ipamd and the namespace prove, and fails
+	// with code 7.
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t)

@@ -12,9 +12,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -32,14 +30,11 @@ const ReasonGC = "GC"
 type InventoryDialer func(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error)
 
 func dialInventory(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
-	if err := checkSocket(target); err != nil {
-		return nil, nil, nil, err
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, closer, err := dialShared(target)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return rpc.NewInventoryClient(conn), healthpb.NewHealthClient(conn), conn, nil
+	return rpc.NewInventoryClient(conn), healthpb.NewHealthClient(conn), closer, nil
 }
 
 // status is CNI STATUS (1.1): ready when ipamd answers its health check

@@ -1,12 +1,17 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/golang/mock/gomock"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -42,8 +47,9 @@ func newRig(t *testing.T) *rig {
 	r := &rig{ctrl: ctrl, drv: mock_driver.NewMockNetworker(ctrl), client: mock_rpc.NewMockCNIBackendClient(ctrl),
 		opener: mock_kernel.NewMockOpener(ctrl), host: mock_kernel.NewMockAPI(ctrl), pod: mock_kernel.NewMockAPI(ctrl)}
 	r.p = New(Env{Kernel: r.opener, Driver: r.drv, Version: "test",
-		Dial:     func(string) (rpc.CNIBackendClient, io.Closer, error) { r.dials++; return r.client, nopCloser{}, nil },
-		IsHostNS: func(string) (bool, error) { return false, nil }})
+		Dial:          func(string) (rpc.CNIBackendClient, io.Closer, error) { r.dials++; return r.client, nopCloser{}, nil },
+		DialInventory: emptyInventory,
+		IsHostNS:      func(string) (bool, error) { return false, nil }})
 	return r
 }
 
@@ -90,4 +96,23 @@ func refPrevResult(hostVeth, mac, dummyMac, dummySandbox string) map[string]any 
 		},
 		"ips": []map[string]any{{"interface": 1, "address": "10.0.2.11/32"}},
 	}
+}
+
+// emptyInventory is vpccni's ipamd holding nothing for the sandbox (the
+// tests' DelNetwork mocks answer for the release).
+func emptyInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	return listingInventory{}, nil, nopCloser{}, nil
+}
+
+// referenceInventory is a reference ipamd's answer to vpccni's Inventory
+// service: it has none (Unimplemented). A DEL then cannot ask what its
+// sandbox holds before releasing.
+func referenceInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	return unimplementedInventory{}, nil, nopCloser{}, nil
+}
+
+type unimplementedInventory struct{ rpc.InventoryClient }
+
+func (unimplementedInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest, ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "unknown service vpccni.Inventory")
 }

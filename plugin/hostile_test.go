@@ -105,7 +105,10 @@ func padded(n int) func(*hostileWorld, map[string]any) any {
 }
 
 var (
-	rejected = outcome{code: types.ErrInvalidNetworkConfig}
+	// rejected: the prevResult is set aside (code 7); the victim is torn
+	// down from what ipamd's record and its namespace prove, and nothing
+	// else is touched.
+	rejected = outcome{code: types.ErrInvalidNetworkConfig, tornDown: true, released: true}
 	clean    = outcome{tornDown: true, released: true}
 )
 
@@ -198,7 +201,8 @@ var hostileCases = []hostileCase{
 	{name: "genuine result, a foreign iif rule shadows the victim's 512", victimDevice: 1,
 		foreign: []kernel.Rule{{Priority: ownership.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.0.2.11/32"), IifName: "eth0", Table: kernel.TableMain}},
 		craft:   func(_ *hostileWorld, p map[string]any) any { return p },
-		want:    outcome{code: types.ErrTryAgainLater, tornDown: true, kept: []string{"rule 512: from all to 10.0.2.11 lookup main"}}},
+		want: outcome{code: types.ErrTryAgainLater, tornDown: true, eth0Kept: true,
+			kept: []string{"rule 512: from all to 10.0.2.11 lookup main", "link eni0761ccbeace veth up mtu 9001"}}},
 }
 
 // TestHostilePrevResult runs the corpus through Plugin.Del (the binary's

@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -68,6 +69,26 @@ func (f *fakeIpamd) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest, _ 
 }
 
 // hostilePod is one pod of the world.
+// ListAllocations is the record vpccni's ipamd keeps: what each sandbox
+// holds, asked without releasing it.
+func (f *fakeIpamd) ListAllocations(_ context.Context, req *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &rpc.ListAllocationsReply{}
+	for name, md := range f.alloc {
+		a := &rpc.Allocation{NetworkName: "aws-cni", ContainerId: "c-" + name, IfName: "eth0", Ip: md.IPv4Addr,
+			PodNamespace: "default", PodName: name, DeviceNumber: md.DeviceNumber, RouteTable: md.RouteTableId}
+		if req.GetContainerId() == "" || req.GetContainerId() == a.ContainerId {
+			out.Allocations = append(out.Allocations, a)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeIpamd) PoolStatus(context.Context, *rpc.PoolStatusRequest, ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
+	return nil, status.Error(codes.Unimplemented, "not here")
+}
+
 type hostilePod struct {
 	name, netns string
 	ip          string
@@ -185,7 +206,10 @@ func newHostileWorld(t *testing.T, drv driver.Networker, victimDevice int, extra
 		must(w.node.RuleAdd(r))
 	}
 	w.p = New(Env{Kernel: w.k.Opener(hostileNode), Driver: drv, Version: "hostile",
-		Dial:     func(string) (rpc.CNIBackendClient, io.Closer, error) { return w.ipamd, nopCloser{}, nil },
+		Dial: func(string) (rpc.CNIBackendClient, io.Closer, error) { return w.ipamd, nopCloser{}, nil },
+		DialInventory: func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+			return w.ipamd, nil, nopCloser{}, nil
+		},
 		IsHostNS: func(path string) (bool, error) { return path == hostileNode, nil }})
 	for _, p := range []*hostilePod{w.neigh, w.victim} {
 		must(w.k.AddNamespace(p.netns))
@@ -254,7 +278,10 @@ type outcome struct {
 	kept []string
 	// alsoRemoved: lines beyond the victim's that the case removes.
 	alsoRemoved []string
-	released    bool // ipamd was asked to release the victim
+	// eth0Kept: the teardown stopped short, so the victim's interface (and
+	// its host veth, listed in kept) stays for the retry to read.
+	eth0Kept bool
+	released bool // ipamd was asked to release the victim
 }
 
 // hostileRun is one DEL and the evidence around it.
@@ -317,8 +344,10 @@ func (r hostileRun) problems(want outcome) []string {
 	}
 	victimEth0 := slices.ContainsFunc(r.victimNS[1].Links, func(l string) bool { return strings.HasPrefix(l, "link eth0 ") })
 	switch {
-	case want.tornDown && victimEth0:
+	case want.tornDown && victimEth0 && !want.eth0Kept:
 		out = append(out, "the victim's eth0 is still there")
+	case want.eth0Kept && !victimEth0:
+		out = append(out, "the victim's eth0 is gone, and with it what the retry needs")
 	case !want.tornDown && r.victimNS[0].String() != r.victimNS[1].String():
 		out = append(out, "the victim's namespace changed")
 	}

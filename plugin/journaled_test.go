@@ -97,8 +97,11 @@ func TestJournalRecordsAddAndDel(t *testing.T) {
 	if del.Env.Command != "DEL" || del.Netns == nil || del.Netns.Exists {
 		t.Errorf("DEL env %+v netns %+v", del.Env, del.Netns)
 	}
-	if len(del.Ipamd) != 1 || del.Ipamd[0].Method != "DelNetwork" || del.Ipamd[0].Outcome != "unreachable" ||
-		del.Ipamd[0].Code != "Unavailable" || del.Ipamd[0].Error != "connection refused" || del.Ipamd[0].Reply != nil {
+	// First what the sandbox holds (nothing, in this ipamd's answer),
+	// then the release.
+	if len(del.Ipamd) != 2 || del.Ipamd[0].Method != "ListAllocations" || del.Ipamd[0].Outcome != "ok" ||
+		del.Ipamd[1].Method != "DelNetwork" || del.Ipamd[1].Outcome != "unreachable" ||
+		del.Ipamd[1].Code != "Unavailable" || del.Ipamd[1].Error != "connection refused" || del.Ipamd[1].Reply != nil {
 		t.Errorf("DEL ipamd calls %+v", del.Ipamd)
 	}
 	if del.Error != nil || del.Result != nil {

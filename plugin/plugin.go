@@ -46,6 +46,11 @@ type Env struct {
 	// Failpoints, when set, are the armed failpoints (harness and
 	// failpoint builds only; the driver takes the same set).
 	Failpoints *failpoint.Set
+	// DeleteFlow decides a parsed DEL; nil is vpccni's (Delete). The
+	// harness plugs the reference's earlier flows in here, so that they
+	// run through the same entry point as vpccni's (Del: the journal, the
+	// netconf, CNI_ARGS and prevResult checks); the binary never sets it.
+	DeleteFlow func(*Plugin, *DelRequest) error
 }
 
 // Plugin is the CNI plugin. Add and Del are the verbs; they take skel's

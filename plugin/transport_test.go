@@ -197,6 +197,7 @@ func TestLoopbackTCPAddressIsDialled(t *testing.T) {
 	r := newRig(t)
 	r.p.env.Dial = DialGRPC
 	r.expectHandles(true)
+	r.drv.EXPECT().Inspect(r.host, r.pod, "eth0").Return(nil, nil)
 	r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil)
 	if err := r.p.Del(cmdArgs(netconf(t, map[string]any{"ipamdAddress": l.Addr().String(), "ipamdTimeout": "5s"}))); err != nil {
 		t.Fatal(err)

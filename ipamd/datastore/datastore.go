@@ -319,20 +319,35 @@ func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr, now time.Tim
 func (s *Store) Release(key Key, meta Meta) (Allocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, ok := s.allocs[key]
-	if !ok {
-		rec, found := s.recoveredFor(meta)
-		if !found {
-			return Allocation{}, ErrUnknownPod
-		}
-		if meta.HostVethIndex == 0 || meta.HostVethIndex != rec.Meta.HostVethIndex {
-			return Allocation{}, &NotOwnerError{Held: rec, Claimed: meta.HostVethIndex}
-		}
-		a = rec
+	a, err := s.owned(key, meta)
+	if err != nil {
+		return Allocation{}, err
 	}
 	s.drop(a)
 	s.cooling[a.IP] = s.opt.Now()
 	return a, nil
+}
+
+// Owned is what Release(key, meta) would free, freeing nothing: a DEL asks
+// it first, tears that down, and only then releases.
+func (s *Store) Owned(key Key, meta Meta) (Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owned(key, meta)
+}
+
+func (s *Store) owned(key Key, meta Meta) (Allocation, error) {
+	if a, ok := s.allocs[key]; ok {
+		return a, nil
+	}
+	rec, found := s.recoveredFor(meta)
+	if !found {
+		return Allocation{}, ErrUnknownPod
+	}
+	if meta.HostVethIndex == 0 || meta.HostVethIndex != rec.Meta.HostVethIndex {
+		return Allocation{}, &NotOwnerError{Held: rec, Claimed: meta.HostVethIndex}
+	}
+	return rec, nil
 }
 
 // NotOwnerError is a release refused: the pod has an allocation recovered

@@ -337,3 +337,22 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// GiveBack removes one secondary address from the pool, as when EC2
+// unassigns it from the ENI and assigns it elsewhere: it must be held by
+// nobody (a cooling one may go; its rest was this node's concern).
+func (s *Store) GiveBack(ip netip.Addr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, held := s.holder[ip]; held {
+		return fmt.Errorf("datastore: %s is held by %s/%s", ip, k.ContainerID, k.IfName)
+	}
+	e, ok := s.owner[ip]
+	if !ok {
+		return fmt.Errorf("datastore: %s is not a secondary address of the pool", ip)
+	}
+	e.ipv4 = slices.DeleteFunc(e.ipv4, func(a netip.Addr) bool { return a == ip })
+	delete(s.owner, ip)
+	delete(s.cooling, ip)
+	return nil
+}

@@ -220,3 +220,29 @@ func TestUndoAndReinstate(t *testing.T) {
 		t.Fatal("reinstated over a holder")
 	}
 }
+
+// TestGiveBack: an address EC2 moves elsewhere leaves the pool and is
+// never handed out again; a held one is refused.
+func TestGiveBack(t *testing.T) {
+	c := fixedClock()
+	s := bare(t, c, time.Minute, "10.0.1.11", "10.0.1.12")
+	a := mustAssign(t, s, key(1), -1)
+	if err := s.GiveBack(a.IP); err == nil {
+		t.Fatal("a held address was given back")
+	}
+	if _, err := s.Release(key(1), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GiveBack(a.IP); err != nil {
+		t.Fatalf("a cooling address: %v", err)
+	}
+	c.Advance(time.Hour)
+	for i := 2; i < 4; i++ {
+		if got, err := s.Assign(key(i), Meta{}, IPv4, -1); err == nil && got.IP == a.IP {
+			t.Fatalf("a given-back address was handed out: %v", got)
+		}
+	}
+	if s.IsPodAddress(a.IP) {
+		t.Fatal("a given-back address is still a pod address")
+	}
+}

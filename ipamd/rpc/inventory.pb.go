@@ -31,7 +31,17 @@ const (
 type ListAllocationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NetworkName, when set, lists only that network's allocations.
-	NetworkName   string `protobuf:"bytes,1,opt,name=network_name,json=networkName,proto3" json:"network_name,omitempty"`
+	NetworkName string `protobuf:"bytes,1,opt,name=network_name,json=networkName,proto3" json:"network_name,omitempty"`
+	// container_id and if_name, when set, list only what a DelNetwork of
+	// that attachment would release, releasing nothing: a DEL asks it first.
+	// With pod_namespace, pod_name and host_veth_index (the sandbox's proof,
+	// as in DelNetworkRequest), that includes an allocation recovered from
+	// the kernel for the pod's veth.
+	ContainerId   string `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	IfName        string `protobuf:"bytes,3,opt,name=if_name,json=ifName,proto3" json:"if_name,omitempty"`
+	PodNamespace  string `protobuf:"bytes,4,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName       string `protobuf:"bytes,5,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	HostVethIndex int32  `protobuf:"varint,6,opt,name=host_veth_index,json=hostVethIndex,proto3" json:"host_veth_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,6 +81,41 @@ func (x *ListAllocationsRequest) GetNetworkName() string {
 		return x.NetworkName
 	}
 	return ""
+}
+
+func (x *ListAllocationsRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetIfName() string {
+	if x != nil {
+		return x.IfName
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetHostVethIndex() int32 {
+	if x != nil {
+		return x.HostVethIndex
+	}
+	return 0
 }
 
 type Allocation struct {
@@ -351,9 +396,14 @@ var File_ipamd_rpc_inventory_proto protoreflect.FileDescriptor
 
 const file_ipamd_rpc_inventory_proto_rawDesc = "" +
 	"\n" +
-	"\x19ipamd/rpc/inventory.proto\x12\x06vpccni\";\n" +
+	"\x19ipamd/rpc/inventory.proto\x12\x06vpccni\"\xdf\x01\n" +
 	"\x16ListAllocationsRequest\x12!\n" +
-	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\"\xdd\x02\n" +
+	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x17\n" +
+	"\aif_name\x18\x03 \x01(\tR\x06ifName\x12#\n" +
+	"\rpod_namespace\x18\x04 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x05 \x01(\tR\apodName\x12&\n" +
+	"\x0fhost_veth_index\x18\x06 \x01(\x05R\rhostVethIndex\"\xdd\x02\n" +
 	"\n" +
 	"Allocation\x12!\n" +
 	"\fnetwork_name\x18\x01 \x01(\tR\vnetworkName\x12!\n" +

@@ -116,6 +116,7 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 		}
 		if r != nil && r.LinkIndex != ourVeth {
 			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to ifindex %d (table %s)", pfx, r.LinkIndex, ownership.TableName(t)))
+			rep.Moved = append(rep.Moved, ip.Addr)
 			return nil
 		}
 		if r != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -140,8 +141,10 @@ func (d *Driver) step(name, object string, fn func() error) error {
 type Report struct {
 	Removed []string
 	// Skipped lists addresses whose host objects were left alone because
-	// the kernel shows another holder (the IP has moved on).
+	// the kernel shows another holder (the IP has moved on), and Moved
+	// those addresses.
 	Skipped []string
+	Moved   []netip.Addr
 	// Notes are what the teardown noticed and acted on: a source that
 	// disagrees with the node, an address with nothing left of it.
 	Notes []string

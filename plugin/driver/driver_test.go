@@ -5,6 +5,7 @@ import (
 	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -186,7 +187,8 @@ func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 }
 
 // TestTeardownFailureIsReported: a failing step is an error, and the other
-// steps still run.
+// node steps still run; the pod's interface stays (no LinkDel): the retry
+// reads the pod's addresses from it.
 func TestTeardownFailureIsReported(t *testing.T) {
 	host, pod, d := rig(t)
 	expectNode(host)
@@ -196,10 +198,12 @@ func TestTeardownFailureIsReported(t *testing.T) {
 	host.EXPECT().RuleDel(our512).Return(syscall.EPERM)
 	host.EXPECT().RuleDel(our1536).Return(nil)
 	host.EXPECT().RouteDel(hostRt).Return(nil)
-	pod.EXPECT().LinkDel("eth0").Return(nil)
-	_, err := d.Teardown(host, pod, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
+	rep, err := d.Teardown(host, pod, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
 	if !errors.Is(err, syscall.EPERM) {
 		t.Fatalf("err = %v, want EPERM", err)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "kept eth0") }) {
+		t.Errorf("notes %q do not say eth0 was kept", rep.Notes)
 	}
 }
 

@@ -3,6 +3,7 @@ package driver
 import (
 	"github.com/vpccni/vpccni/ownership"
 	"net/netip"
+	"slices"
 
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -54,14 +55,32 @@ func (d *Driver) Inspect(host, pod kernel.API, containerIf string) (*Pod, error)
 		}
 		p.IPs = append(p.IPs, pip)
 	}
-	p.Branch = branchOf(host, p, rules)
+	node, err := ownership.ReadNode(host)
+	if err != nil {
+		return nil, err
+	}
+	p.Branch = branchOf(host, node, p, rules)
+	if p.Branch == nil {
+		// An address the node does not show to be a pod's is nothing to
+		// tear down from here (a branch ENI's, before a rule ties it to
+		// its VLAN: ipamd's reply names that VLAN).
+		p.IPs = slices.DeleteFunc(p.IPs, func(ip PodIP) bool {
+			_, err := node.PodTables(ip.Addr)
+			return err != nil
+		})
+		if len(p.IPs) == 0 {
+			return nil, nil
+		}
+	}
 	return p, nil
 }
 
 // branchOf recognises a branch-ENI pod from the kernel: a strict pod has a
 // prio-10 iif rule for its host veth, a standard one a 1536 rule into a
-// VLAN table whose VLAN link exists.
-func branchOf(host kernel.API, p *Pod, rules []kernel.Rule) *Branch {
+// VLAN table, and either that VLAN's link exists or its address lies in
+// no ENI subnet of the node (a teardown cut short after the VLAN went
+// leaves the rule alone).
+func branchOf(host kernel.API, node *ownership.Node, p *Pod, rules []kernel.Rule) *Branch {
 	table, strict := 0, false
 	for _, r := range rules {
 		if r.Priority == ownership.PrioVlanIIF && p.HostVeth != "" && r.IifName == p.HostVeth {
@@ -77,11 +96,23 @@ func branchOf(host kernel.API, p *Pod, rules []kernel.Rule) *Branch {
 	if table == 0 || !ownership.ValidVlan(b.VlanID) {
 		return nil
 	}
-	if _, err := host.LinkByName(b.VlanLink()); !strict && err != nil {
-		return nil // a regular pod on a table above 100 (device 100+)
+	// Without its link, a table above 100 is a VLAN's only if it is not
+	// main (the table of an address with no rule 1536 at all) and the
+	// address is on no ENI subnet (a regular pod's, device 100 or more).
+	if _, err := host.LinkByName(b.VlanLink()); !strict && err != nil && (table == kernel.TableMain || onENISubnet(node, p.IPs)) {
+		return nil
 	}
 	for i := range p.IPs {
 		p.IPs[i].Table = table
 	}
 	return b
+}
+
+// onENISubnet reports whether any of the addresses lies in a subnet of the
+// node's ENIs (a regular pod's).
+func onENISubnet(node *ownership.Node, ips []PodIP) bool {
+	return slices.ContainsFunc(ips, func(ip PodIP) bool {
+		_, err := node.PodTables(ip.Addr)
+		return err == nil
+	})
 }

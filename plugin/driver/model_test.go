@@ -84,3 +84,84 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 		t.Fatalf("check without the pod link: %v", err)
 	}
 }
+
+// TestInspectAfterBranchTeardownCutShort: a standard-mode branch teardown
+// stopped after the VLAN link went (with its table) and before rule 1536
+// did leaves the pod's interface and that lone rule; Inspect still reads
+// a branch pod from them (its address lies in no ENI subnet), and the
+// retry's teardown removes the rest.
+func TestInspectAfterBranchTeardownCutShort(t *testing.T) {
+	k := model.New()
+	k.AddNamespace("node")
+	k.AddNamespace("pod")
+	host, _ := k.Open("node")
+	pod, _ := k.Open("pod")
+	trunk, err := k.AddDevice("node", "eth2", 9001, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.LinkSetUp("eth2")
+	before, _ := kernel.Snapshot(host)
+	b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr("10.1.0.1"), ParentIndex: trunk}
+	a := netip.MustParseAddr("10.1.0.21")
+	p := Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: a, Table: 107}}, Branch: b}
+	d := New(nil)
+	if err := d.Setup(host, pod, p); err != nil {
+		t.Fatal(err)
+	}
+	// What the first attempt got done: everything but rule 1536 and the
+	// pod's interface.
+	if err := host.LinkDel(b.VlanLink()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deleteRules(host, toPodRuleMatcher(a)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain); err != nil || r == nil {
+		t.Fatalf("main route: %v %v", r, err)
+	} else if err := host.RouteDel(*r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Inspect(host, pod, "eth0")
+	if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 || got.IPs[0].Table != 107 {
+		t.Fatalf("inspect after the cut-short teardown: %+v %v", got, err)
+	}
+	if _, err := d.Teardown(host, pod, *got); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := kernel.Snapshot(host)
+	if added, removed := kernel.Diff(before, after); len(added)+len(removed) != 0 {
+		t.Fatalf("left %v, lost %v", added, removed)
+	}
+}
+
+// TestInspectBranchBeforeItsRule: a standard-mode branch ADD cut short
+// before rule 1536 leaves an address with no rule (its table reads as
+// main); Inspect does not take main for the table of a VLAN (154) whose
+// link is missing, and, the address being on no ENI subnet, names nothing:
+// ipamd's reply is the source that knows the VLAN.
+func TestInspectBranchBeforeItsRule(t *testing.T) {
+	k := model.New()
+	k.AddNamespace("node")
+	k.AddNamespace("pod")
+	host, _ := k.Open("node")
+	pod, _ := k.Open("pod")
+	trunk, err := k.AddDevice("node", "eth2", 9001, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.LinkSetUp("eth2")
+	b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr("10.1.0.1"), ParentIndex: trunk}
+	a := netip.MustParseAddr("10.1.0.21")
+	d := New(nil)
+	if err := d.Setup(host, pod, Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: a, Table: 107}}, Branch: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deleteRules(host, fromPodRuleMatcher(a, func(int) bool { return true })); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Inspect(host, pod, "eth0")
+	if err != nil || got != nil {
+		t.Fatalf("inspect: %+v %v, want nothing", got, err)
+	}
+}

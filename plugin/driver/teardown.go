@@ -97,7 +97,13 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 			errs = append(errs, err)
 		}
 	}
-	if pod != nil {
+	switch {
+	case pod != nil && len(errs) > 0:
+		// The pod's interface is what a retry reads the pod's addresses
+		// from (its prevResult may be untrustworthy, ipamd away): it goes
+		// only once the node side is gone.
+		rep.note("kept %s: the node side is not all gone, and the retry reads the pod's addresses from it", p.ContainerIf)
+	case pod != nil:
 		if err := d.step(StepDelPodVeth, p.ContainerIf, func() error {
 			err := pod.LinkDel(p.ContainerIf)
 			if err == nil {
@@ -155,13 +161,13 @@ func (d *Driver) podTables(host kernel.API, node *ownership.Node, p Pod, ip PodI
 	if node.IsOwnAddress(ip.Addr) || !ownership.ValidPodAddr(ip.Addr) {
 		return nil, fmt.Sprintf("%s is the node's own address or no pod's", ip.Addr)
 	}
-	tied, err := branchTie(host, ip.Addr, p.Branch.Table(), p.HostVeth, ourVeth)
+	tied, err := branchTie(host, ip.Addr, p.Branch.Table(), ourVeth)
 	if err != nil {
 		return nil, err.Error()
 	}
 	if !tied {
-		return nil, fmt.Sprintf("nothing on the node ties %s to VLAN %d (no rule 1536 from it into table %d, no route to it there, no iif rule of %s, no main route to this sandbox's veth)",
-			ip.Addr, p.Branch.VlanID, p.Branch.Table(), p.HostVeth)
+		return nil, fmt.Sprintf("nothing on the node ties %s to VLAN %d (no rule 1536 from it into table %d, no route to it there, no main route to this sandbox's veth)",
+			ip.Addr, p.Branch.VlanID, p.Branch.Table())
 	}
 	return []int{p.Branch.Table()}, ""
 }
@@ -182,6 +188,7 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int
 			holder = l.Name
 		}
 		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to %s", pfx, holder))
+		rep.Moved = append(rep.Moved, ip.Addr)
 		d.log.Info("IP has a new holder, leaving its rules alone", "ip", pfx, "holder", holder)
 		return nil
 	}

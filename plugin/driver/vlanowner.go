@@ -98,20 +98,18 @@ func isVlanLink(name string) bool {
 // branchTie reports whether the kernel ties a branch pod's address to its
 // VLAN table, so that the address's rules are the pod's to remove: a rule
 // 1536 `from <a> lookup <table>` (standard mode), a route to a in the
-// table (strict mode), a prio-10 iif rule of the pod's own host veth into
-// the table (strict mode, after the pod namespace went), or the main route
-// to a pointing at this sandbox's veth. A forged source that names a VLAN
-// and an address of somebody else finds none of these.
-func branchTie(host kernel.API, a netip.Addr, table int, hostVeth string, ourVeth int) (bool, error) {
+// table (strict mode), or the main route to a pointing at this sandbox's
+// veth. A forged source that names a VLAN and an address of somebody else
+// finds none of these. (An iif rule of the pod's veth ties the pod to the
+// VLAN, not an address: the VLAN's objects are torn down on their own
+// terms, see teardownBranch.)
+func branchTie(host kernel.API, a netip.Addr, table int, ourVeth int) (bool, error) {
 	rules, err := host.RuleList(family(a))
 	if err != nil {
 		return false, err
 	}
 	for _, r := range rules {
-		if r.Table != table {
-			continue
-		}
-		if ownership.IsFromPod(r, a) || (hostVeth != "" && r.IifName == hostVeth && ownership.IsIIF(r)) {
+		if r.Table == table && ownership.IsFromPod(r, a) {
 			return true, nil
 		}
 	}

@@ -71,15 +71,16 @@ func (r *run) event(ev spec.Event) error {
 			r.restartAt = -1 // it had crashed: evicted, kubelet no longer restarts it
 			r.note("aws-node, down after a crash, is evicted: it stays down")
 		default:
-			return fmt.Errorf("aws-node is already evicted")
+			return notApplicable("aws-node is already evicted")
 		}
 	case ev.CancelEviction != "":
 		r.begin("autoscaler cancels the eviction: aws-node starts, memory " + ev.Memory)
 		defer r.end()
 		if r.ipamd != nil {
-			return fmt.Errorf("aws-node is not evicted")
+			return notApplicable("aws-node is not evicted")
 		}
 		r.restartAt = -1
+		r.badConfig = ev.BadConfig
 		return r.startIpamd(memoryOf(ev))
 	case ev.Restart != "":
 		r.begin("ipamd crashes and restarts, checkpoint " + memoryOf(ev))
@@ -88,6 +89,7 @@ func (r *run) event(ev spec.Event) error {
 			r.ipamd.Kill()
 			r.ipamd = nil
 		}
+		r.badConfig = ev.BadConfig
 		return r.startIpamd(memoryOf(ev))
 	case ev.Failpoint != nil:
 		f := ev.Failpoint
@@ -174,6 +176,9 @@ func (r *run) add(ref spec.PodRef) error {
 			r.note("%s: %s is not a deleted pod with an address; nothing to reuse", ref.Name, ref.ReuseIPOf)
 			return nil
 		}
+		if !r.moveAway(old.ip) {
+			return nil
+		}
 		r.remote[old.ip] = ref.Name
 		r.note("%s on node %s now holds %s (was %s's)", ref.Name, ref.Node, old.ip, ref.ReuseIPOf)
 		return nil
@@ -202,11 +207,22 @@ func (r *run) add(ref spec.PodRef) error {
 		if !p.quiet {
 			r.note("t=%s ADD %s failed: %v; the runtime tears the sandbox down, kubelet retries", r.now, ref.Name, err)
 		}
+		p.phase, p.wantRun = pending, true
 		if derr := r.del(p, p.netns); derr != nil {
-			r.note("DEL after failed ADD: %s", r.delOutcome(derr))
+			// A sandbox whose network it could not tear down the runtime
+			// keeps, not ready, with its namespace; kubelet stops it again
+			// (retried with back-off) before it runs the pod's next one.
+			r.note("DEL after failed ADD: %s; the runtime keeps the sandbox (not ready), kubelet stops it before it runs another",
+				r.delOutcome(derr))
+			p.phase, p.attempts, p.nextRetry = terminating, 1, r.now+time.Second
+			return nil
 		}
 		r.kern.DeleteNamespace(p.netns)
-		p.phase, p.wantRun = pending, true
+		// The failed sandbox is removed later (RemovePodSandbox): one more
+		// DEL, its namespace gone, no prevResult.
+		if derr := r.del(p, ""); derr != nil {
+			r.note("second DEL of the failed sandbox: %s", r.delOutcome(derr))
+		}
 		return nil
 	}
 	p.wantRun = false
@@ -247,15 +263,16 @@ func (r *run) rtConf(p *pod, netns string) *libcni.RuntimeConf {
 // cached result as prevResult), retried with back-off on failure.
 func (r *run) delete(name string) error {
 	p := r.pods[name]
-	if p.phase == pending && p.wantRun {
+	if p.wantRun && (p.phase == pending || p.phase == terminating) {
 		// Its sandbox never came up (a failed ADD): deleting the pod only
-		// stops kubelet's retries.
+		// stops kubelet's retries (of the ADD; a failed sandbox the runtime
+		// kept is still stopped).
 		p.wantRun = false
 		r.note("%s never ran: kubelet stops retrying its sandbox", name)
 		return nil
 	}
 	if p.phase != running {
-		return fmt.Errorf("%s is not running", name)
+		return notApplicable(name + " is not running")
 	}
 	p.phase = terminating
 	p.attempts = 0
@@ -265,6 +282,7 @@ func (r *run) delete(name string) error {
 
 func (r *run) tryDel(name string, p *pod) {
 	p.attempts++
+	defer r.stepCheck(fmt.Sprintf("DEL %s attempt %d", name, p.attempts))
 	err := r.del(p, p.netns)
 	what := r.delOutcome(err)
 	if err == nil {

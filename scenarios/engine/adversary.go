@@ -9,10 +9,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
@@ -84,7 +86,7 @@ func (r *run) lateDel(name string) error {
 		n--
 	}
 	if n < 1 {
-		return fmt.Errorf("late-del %s: the pod has no earlier sandbox", name)
+		return notApplicable("late-del " + name + ": the pod has no earlier sandbox")
 	}
 	old := *p
 	old.containerID = sandboxID(p, n)
@@ -145,7 +147,7 @@ func (r *run) forgePrevResult(name string, f *spec.Forgery) error {
 func (r *run) forget(name string) error {
 	p := r.pods[name]
 	if p.phase != running {
-		return fmt.Errorf("runtime-forgets %s: it does not run", name)
+		return notApplicable("runtime-forgets " + name + ": it does not run")
 	}
 	path := filepath.Join(r.tmp, "cni-cache", "results", fmt.Sprintf("%s-%s-%s", r.list.Name, p.containerID, "eth0"))
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
@@ -153,9 +155,11 @@ func (r *run) forget(name string) error {
 	}
 	p.phase = deleted
 	p.forgotten = true
-	gone := r.invPod(name, p)
-	gone.Netns = "" // the runtime no longer knows it: nobody removes it
-	r.gone = append(r.gone, gone)
+	lost := r.invPod(name, p)
+	lost.Netns = "" // the runtime no longer knows it: nobody removes it
+	// Until a GC runs, nothing tells the node the sandbox is gone: its
+	// objects are pending, neither required nor a leak.
+	r.lost = append(r.lost, lost)
 	r.note("the runtime lost the sandbox %s of %s: no DEL, its namespace %s stays", p.containerID, name, p.netns)
 	return nil
 }
@@ -175,9 +179,13 @@ func (r *run) gc() error {
 	}
 	err := r.cni.GCNetworkList(bg(), r.gcList, &libcni.GCArgs{ValidAttachments: valid})
 	if err != nil {
+		// The runtime runs GC again later: the lost sandboxes stay pending.
 		r.note("t=%s GC (%d valid attachments): failed: %v", r.now, len(valid), err)
 		return nil
 	}
+	// GC succeeded: what it was told is gone must be.
+	r.gone = append(r.gone, r.lost...)
+	r.lost = nil
 	r.note("t=%s GC (%d valid attachments): ok", r.now, len(valid))
 	return nil
 }
@@ -220,4 +228,49 @@ func (r *run) pause(d time.Duration) {
 		r.tickIpamd()
 	}
 	r.now = end
+}
+
+// inapplicable is an event the pods' or ipamd's state does not allow (a
+// delete of a pod that does not run). A scenario file with one is wrong
+// and its run fails; a generated timeline, which cannot foresee every
+// fault's effect, has it noted and goes on (Options.Tolerant).
+type inapplicable struct{ msg string }
+
+func (e inapplicable) Error() string { return e.msg }
+
+func notApplicable(msg string) error { return inapplicable{msg} }
+
+// moveAway is EC2 giving an address of this node to another node's pod:
+// only one that this node's ipamd gives back can go (it leaves the pool,
+// and the ENI, so that no later ipamd here hands it out again): one it
+// does not hold, and only while it runs (nothing else on the node returns
+// addresses to EC2). An IPv6 address is part of a delegated prefix and
+// cannot move alone.
+func (r *run) moveAway(ip netip.Addr) bool {
+	if !ip.Is4() {
+		return true
+	}
+	if r.ipamd == nil {
+		r.note("%s cannot move to another node: ipamd, which alone gives addresses back to EC2, is down", ip)
+		return false
+	}
+	if err := r.ipamd.Datastore().GiveBack(ip); err != nil {
+		r.note("%s cannot move to another node yet: %v", ip, err)
+		return false
+	}
+	inst, err := r.cloud.Instance(bg())
+	if err != nil {
+		r.note("%s: %v", ip, err)
+		return true
+	}
+	for _, e := range inst.ENIs {
+		if slices.Contains(e.IPv4, ip) {
+			_, err := r.cloud.UnassignPrivateIpAddresses(bg(), &ec2.UnassignPrivateIpAddressesInput{NetworkInterfaceId: &e.ID,
+				PrivateIpAddresses: []string{ip.String()}})
+			if err != nil {
+				r.note("EC2 keeps %s on %s: %v", ip, e.ID, err)
+			}
+		}
+	}
+	return true
 }

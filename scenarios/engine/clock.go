@@ -90,6 +90,7 @@ func (r *run) advance(t time.Duration) {
 func (r *run) tickIpamd() {
 	r.ticked = r.now
 	action, err := r.ipamd.Tick(context.Background())
+	defer r.stepCheck("ipamd's loops")
 	if st := r.ipamd.Datastore().Stats(); err != nil {
 		r.note("t=%s ipamd warm pool: %s failed: %v (pool %d, assigned %d)", r.now, action, err, st.Total, st.Assigned)
 	} else if action != "" {
@@ -97,7 +98,7 @@ func (r *run) tickIpamd() {
 	}
 	var names []string
 	for n, p := range r.pods {
-		if p.wantRun {
+		if p.wantRun && p.phase != terminating { // (a failed sandbox is stopped first)
 			names = append(names, n)
 		}
 	}

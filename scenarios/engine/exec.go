@@ -53,7 +53,7 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 			out, err = nil, fmt.Errorf("netplugin failed: signal: killed (%s)", st.Fault)
 			if e.tr != nil && e.tr.cur != nil {
 				e.tr.cur.killed = fmt.Sprintf("%s (%s)", st.Fault.Name, st.Fault.Action)
-				e.tr.cur = nil
+				e.last, e.tr.cur = e.tr.cur, nil
 			}
 		}
 	}()
@@ -79,22 +79,14 @@ func (e *inprocExec) ExecPlugin(_ context.Context, _ string, stdin []byte, envir
 		}
 		return buf.Bytes(), nil
 	case "DEL":
+		// Through the binary's entry point: the policy decides the parsed
+		// request (deleteFlow).
 		e.last = nil
-		r, err := e.plugin.PrepareDel(args)
-		if err != nil {
-			return nil, asCNIError(err)
+		err := e.plugin.Del(args)
+		if e.tr != nil && e.tr.cur != nil {
+			e.last, e.tr.cur = e.tr.cur, nil
+			e.last.err = err
 		}
-		defer r.Close()
-		if e.tr == nil {
-			return nil, asCNIError(e.policy.Del(e.plugin, r))
-		}
-		t := &delTrace{}
-		if r.State != nil {
-			t.prev = &r.State.Pod
-		}
-		e.last, e.tr.cur = t, t
-		err = e.policy.Del(e.plugin, r)
-		e.tr.cur, t.err = nil, err
 		return nil, asCNIError(err)
 	case "GC":
 		return nil, asCNIError(e.plugin.GC(args))
@@ -126,4 +118,17 @@ func asCNIError(err error) error {
 		return nil
 	}
 	return plugin.AsCNIError(err)
+}
+
+// deleteFlow is the plugin's DEL decision in a run: the run's policy, with
+// the request's prevResult noted in the trace of the DEL it opens.
+func (e *inprocExec) deleteFlow(p *plugin.Plugin, r *plugin.DelRequest) error {
+	if e.tr != nil {
+		t := &delTrace{}
+		if r.State != nil {
+			t.prev = &r.State.Pod
+		}
+		e.tr.cur = t
+	}
+	return e.policy.Del(p, r)
 }

@@ -208,16 +208,10 @@ func schedFile(t *spec.Scenario, s *Schedule, pol string) *spec.Scenario {
 type Cell map[string]int
 
 // Matrix is the outcomes counted by policy, then mode.
-func (r *Report) Matrix() map[string]map[string]Cell {
-	m := map[string]map[string]Cell{}
+func (r *Report) Matrix() Matrix {
+	m := Matrix{}
 	for _, o := range r.Outcomes {
-		if m[o.Policy] == nil {
-			m[o.Policy] = map[string]Cell{}
-		}
-		if m[o.Policy][o.Mode] == nil {
-			m[o.Policy][o.Mode] = Cell{}
-		}
-		m[o.Policy][o.Mode][o.Verdict]++
+		m.add(o.Policy, o.Mode, o.Verdict)
 	}
 	return m
 }

@@ -30,21 +30,10 @@ func Shrink(t *spec.Scenario, o Outcome) (*spec.Scenario, error) {
 		}
 		return outcomeOf(o.Schedule, res).Verdict == want, nil
 	}
-	if ok, err := fails(f); err != nil || !ok {
-		return nil, fmt.Errorf("%s does not reproduce before shrinking", o.Schedule)
+	f, err := minimize(f, 1, func(c *spec.Scenario) bool { ok, _ := fails(c); return ok })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Schedule, err)
 	}
-	for changed := true; changed; {
-		changed = false
-		for _, c := range candidates(f) {
-			if ok, err := fails(c); err != nil {
-				return nil, err
-			} else if ok {
-				f, changed = c, true
-				break
-			}
-		}
-	}
-	f.Pods = usedPods(f)
 	f.Name = fileName(t.Name, o)
 	f.Incident = t.Incident
 	f.Description = fmt.Sprintf("Found by replay explore on %s: %s gives %s. Shrunk to the events that still show it.",
@@ -56,19 +45,44 @@ func Shrink(t *spec.Scenario, o Outcome) (*spec.Scenario, error) {
 	return f, nil
 }
 
-// candidates are f with one thing less: an event (never the failpoint,
-// event 0), or one pod out of an event that names several.
-func candidates(f *spec.Scenario) []*spec.Scenario {
+// minimize drops events and pods from f, one at a time, first to last,
+// while fails still holds, until no single drop keeps it (greedy
+// one-minimality); events before keep (an armed failpoint) are never
+// dropped. Then it keeps only the pods some event names.
+func minimize(f *spec.Scenario, keep int, fails func(*spec.Scenario) bool) (*spec.Scenario, error) {
+	if !fails(f) {
+		return nil, fmt.Errorf("does not reproduce before shrinking")
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, c := range candidates(f, keep) {
+			if fails(c) {
+				f, changed = c, true
+				break
+			}
+		}
+	}
+	c := *f
+	c.Pods = usedPods(f)
+	if !fails(&c) {
+		return f, nil
+	}
+	return &c, nil
+}
+
+// candidates are f with one thing less: an event (never one before keep),
+// or one pod out of an event that names several.
+func candidates(f *spec.Scenario, keep int) []*spec.Scenario {
 	var out []*spec.Scenario
 	with := func(tl []spec.Event) *spec.Scenario {
 		c := *f
 		c.Timeline = tl
 		return &c
 	}
-	for i := 1; i < len(f.Timeline); i++ {
+	for i := keep; i < len(f.Timeline); i++ {
 		out = append(out, with(slices.Delete(slices.Clone(f.Timeline), i, i+1)))
 	}
-	for i := 1; i < len(f.Timeline); i++ {
+	for i := keep; i < len(f.Timeline); i++ {
 		ev := f.Timeline[i]
 		for j := range ev.Add {
 			if len(ev.Add) > 1 {
@@ -78,7 +92,8 @@ func candidates(f *spec.Scenario) []*spec.Scenario {
 			}
 		}
 		for _, list := range []func(*spec.Event) *[]string{
-			func(e *spec.Event) *[]string { return &e.Delete }, func(e *spec.Event) *[]string { return &e.ForceDelete }} {
+			func(e *spec.Event) *[]string { return &e.Delete }, func(e *spec.Event) *[]string { return &e.ForceDelete },
+			func(e *spec.Event) *[]string { return &e.LateDel }, func(e *spec.Event) *[]string { return &e.RuntimeForgets }} {
 			names := *list(&ev)
 			for j := range names {
 				if len(names) > 1 {
@@ -99,7 +114,7 @@ func usedPods(f *spec.Scenario) []spec.Pod {
 		for _, r := range ev.Add {
 			named[r.Name], named[r.ReuseIPOf] = true, true
 		}
-		for _, n := range slices.Concat(ev.Delete, ev.ForceDelete) {
+		for _, n := range slices.Concat(ev.Delete, ev.ForceDelete, ev.LateDel, ev.RuntimeForgets) {
 			named[n] = true
 		}
 	}
@@ -132,3 +147,5 @@ func Write(dir string, f *spec.Scenario) (string, error) {
 	header := "# " + f.Description + "\n#\n#   go run ./scenarios/cmd/replay run " + path + "\n"
 	return path, os.WriteFile(path, append([]byte(header), b...), 0o644)
 }
+
+func lower(s string) string { return strings.ToLower(s) }

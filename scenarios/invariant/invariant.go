@@ -8,6 +8,7 @@ import (
 	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,6 +24,7 @@ const (
 	DoubleAssign = "DOUBLE-ASSIGN" // one address held by two pods
 	Stuck        = "STUCK"         // a deleted pod's sandbox was never removed
 	Foreign      = "FOREIGN"       // a rule that was no pod's (another agent's) is gone
+	EarlyRelease = "EARLY-RELEASE" // ipamd released an address while kernel objects of it remained
 )
 
 // Pod is a pod as the harness knows it.
@@ -123,7 +125,7 @@ func Check(w World) ([]Violation, error) {
 // Severity orders the kinds, most serious first: what is left behind,
 // then an address given twice, a sandbox never removed, then what live
 // pods suffer.
-var Severity = []string{Leak, DoubleAssign, Foreign, Stuck, Misroute, Broken, IPAM}
+var Severity = []string{Leak, DoubleAssign, EarlyRelease, Foreign, Stuck, Misroute, Broken, IPAM}
 
 // Main is the most serious kind among vs, "" for none.
 func Main(vs []Violation) string {
@@ -177,8 +179,10 @@ func checkNodeObjects(w World) ([]Violation, error) {
 	// live explains objects: a pending pod's are accounted for, but only
 	// live pods must have theirs.
 	explained := append(append([]Pod{}, w.Live...), w.Pending...)
+	// A live pod's claim on an address wins over a pending one's (a lost
+	// sandbox whose address was freed and taken again).
 	live := map[netip.Addr]Pod{}
-	for _, p := range explained {
+	for _, p := range slices.Concat(w.Pending, w.Live) {
 		live[p.IP] = p
 	}
 	rules, err := w.Node.RuleList(kernel.FamilyAll)
@@ -186,11 +190,13 @@ func checkNodeObjects(w World) ([]Violation, error) {
 		return nil, err
 	}
 	have512, have1536 := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	// Strict branch pods own two iif rules: their VLAN's and their veth's.
-	iifOwner, haveIIF := map[string]Pod{}, map[string]bool{}
+	// Strict branch pods own two iif rules: their VLAN's and their veth's
+	// (two sandboxes of one pod share the veth's name, each its own table).
+	iifOwner, haveIIF := map[string][]Pod{}, map[string]bool{}
 	for _, p := range explained {
 		if p.VlanID != 0 && p.Strict {
-			iifOwner[p.vlanLink()], iifOwner[p.HostVeth] = p, p
+			iifOwner[p.vlanLink()] = append(iifOwner[p.vlanLink()], p)
+			iifOwner[p.HostVeth] = append(iifOwner[p.HostVeth], p)
 		}
 	}
 	for _, r := range rules {
@@ -213,8 +219,8 @@ func checkNodeObjects(w World) ([]Violation, error) {
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, ownership.TableName(r.Table), owner(w, a))})
 		case ownership.PrioVlanIIF:
-			if p, ok := iifOwner[r.IifName]; ok && r.Table == p.Table() {
-				haveIIF[r.IifName] = true
+			if slices.ContainsFunc(iifOwner[r.IifName], func(p Pod) bool { return r.Table == p.Table() }) {
+				haveIIF[r.IifName+"|"+fmt.Sprint(r.Table)] = true
 				continue
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, ownership.TableName(r.Table))})
@@ -281,7 +287,7 @@ func checkNodeObjects(w World) ([]Violation, error) {
 			}
 		} else {
 			for _, l := range []string{p.vlanLink(), p.HostVeth} {
-				if !haveIIF[l] {
+				if !haveIIF[l+"|"+fmt.Sprint(p.Table())] {
 					missing = append(missing, fmt.Sprintf("rule 10 iif %s lookup %d", l, p.Table()))
 				}
 			}
@@ -381,7 +387,9 @@ func checkRouting(w World) ([]Violation, error) {
 
 // checkIPAM: ipamd's allocations are exactly the live pods, and no address
 // has two holders.
-func checkIPAM(w World) ([]Violation, error) {
+// doubleHolders: no address is held by two live pods, here or one here
+// and one on another node.
+func doubleHolders(w World) []Violation {
 	var out []Violation
 	holders := map[netip.Addr][]string{}
 	for _, p := range w.Live {
@@ -396,6 +404,56 @@ func checkIPAM(w World) ([]Violation, error) {
 			out = append(out, Violation{DoubleAssign, fmt.Sprintf("%s held by %s", a, strings.Join(hs, " and "))})
 		}
 	}
+	return out
+}
+
+// CheckStep is what must hold after every step of a run, not only once it
+// has settled: an address held twice for a moment is a pod's traffic
+// misdelivered meanwhile, and an address ipamd released while the kernel
+// still has its rules or host route is one the next holder inherits with
+// them, even if a reconciler cleans up a minute later. released are the
+// addresses ipamd gave back during the step.
+func CheckStep(w World, released []netip.Addr) ([]Violation, error) {
+	out := doubleHolders(w)
+	if len(released) == 0 {
+		return out, nil
+	}
+	held := map[netip.Addr]bool{}
+	for _, p := range append(append([]Pod{}, w.Live...), w.Pending...) {
+		held[p.IP] = true
+	}
+	rules, err := w.Node.RuleList(kernel.FamilyAll)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := w.Node.RouteList(kernel.FamilyAll, kernel.TableMain)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range released {
+		if held[a] {
+			continue // already someone's again: its objects are theirs
+		}
+		var left []string
+		for _, r := range rules {
+			if ownership.IndexOf(w.Foreign, r) < 0 && (ownership.IsToPod(r, a) || ownership.IsFromPod(r, a)) {
+				left = append(left, kernel.RuleString(r))
+			}
+		}
+		for _, r := range routes {
+			if p, ok := ownership.NetPrefix(r.Dst); ok && p == ownership.HostPrefix(a) {
+				left = append(left, "route "+p.String())
+			}
+		}
+		if len(left) > 0 {
+			out = append(out, Violation{EarlyRelease, fmt.Sprintf("%s released while %s remain", a, strings.Join(left, ", "))})
+		}
+	}
+	return out, nil
+}
+
+func checkIPAM(w World) ([]Violation, error) {
+	out := doubleHolders(w)
 	if !w.IpamdUp {
 		return out, nil
 	}
@@ -421,6 +479,11 @@ func checkIPAM(w World) ([]Violation, error) {
 		} else if ip != p.IP {
 			out = append(out, Violation{IPAM, fmt.Sprintf("ipamd says %s has %s, the pod has %s", p.Name, ip, p.IP)})
 		}
+	}
+	// A pending pod's sandbox may still hold its address: the runtime
+	// retries its DEL, or has lost it and a GC has not run yet.
+	for _, p := range w.Pending {
+		livecid[p.ContainerID] = true
 	}
 	for _, a := range w.Allocations {
 		if !livecid[a.ContainerID] {

@@ -127,3 +127,48 @@ func TestEachCheckFires(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStepFires: the step invariants see an address held by two pods
+// and one released with objects of it left, and nothing else: an address
+// a live pod holds again, a foreign rule of the same shape, and a clean
+// step are not findings.
+func TestCheckStepFires(t *testing.T) {
+	f := setup(t)
+	vs, err := CheckStep(f.w, nil)
+	must(t, err)
+	if len(vs) != 0 {
+		t.Fatalf("a clean step: %v", vs)
+	}
+	// The live pod's address released under it: its rules are its.
+	vs, err = CheckStep(f.w, []netip.Addr{f.pod.IP})
+	must(t, err)
+	if len(vs) != 0 {
+		t.Fatalf("an address a live pod holds again: %v", vs)
+	}
+	// The pod is gone, its objects are not, and ipamd released it.
+	w := f.w
+	w.Live, w.Deleted = nil, []Pod{f.pod}
+	vs, err = CheckStep(w, []netip.Addr{f.pod.IP})
+	must(t, err)
+	if len(vs) != 1 || vs[0].Kind != EarlyRelease || !strings.Contains(vs[0].What, "rule 1536: from 10.0.2.11 lookup 2") ||
+		!strings.Contains(vs[0].What, "route 10.0.2.11/32") {
+		t.Fatalf("early release: %v", vs)
+	}
+	// A foreign rule of that shape alone is not the pod's.
+	foreign := kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: ipn("10.0.2.99/32"), Table: kernel.TableMain}
+	must(t, f.node.RuleAdd(foreign))
+	w.Foreign = []kernel.Rule{foreign}
+	vs, err = CheckStep(w, []netip.Addr{netip.MustParseAddr("10.0.2.99")})
+	must(t, err)
+	if len(vs) != 0 {
+		t.Fatalf("a foreign rule: %v", vs)
+	}
+	// Two live pods on one address.
+	w = f.w
+	w.Live = append(w.Live, Pod{Name: "default/web-2", ContainerID: "c2", IP: f.pod.IP})
+	vs, err = CheckStep(w, nil)
+	must(t, err)
+	if len(vs) != 1 || vs[0].Kind != DoubleAssign {
+		t.Fatalf("double assignment: %v", vs)
+	}
+}

@@ -19,9 +19,9 @@ import (
 // recordedIpamd answers one invocation's calls with the answers the
 // journal recorded for it, in order: the replay depends on what ipamd
 // said, not on an ipamd that would have to be in the same state as the
-// node's was. A call the journal has no answer for (another method, or
-// one more than recorded) is a divergence and gets Unavailable, which
-// every flow survives.
+// node's was. A call the journal has no answer for (a method it records no
+// more of) is a divergence and gets Unavailable, which every flow
+// survives; recorded calls the replay skips are divergences too.
 type recordedIpamd struct {
 	calls []journal.Call
 	next  int
@@ -44,13 +44,23 @@ func (r *recordedIpamd) answer(method string, req, reply proto.Message) error {
 		r.made = append(r.made, method+" (no answer recorded)")
 		return errNoAnswer
 	}
-	c := r.calls[r.next]
-	if c.Method != method {
-		r.diverged = append(r.diverged, fmt.Sprintf("the replay called %s where the journal records %s", method, c.Method))
+	// A flow that makes fewer calls (a legacy one asks nothing before it
+	// releases) skips the recorded calls it does not make, each a
+	// divergence; a method the journal has no more of gets no answer.
+	at := r.next
+	for at < len(r.calls) && r.calls[at].Method != method {
+		at++
+	}
+	if at == len(r.calls) {
+		r.diverged = append(r.diverged, fmt.Sprintf("the replay called %s where the journal records %s", method, r.calls[r.next].Method))
 		r.made = append(r.made, method+" (no answer recorded)")
 		return errNoAnswer
 	}
-	r.next++
+	for _, skipped := range r.calls[r.next:at] {
+		r.diverged = append(r.diverged, fmt.Sprintf("the journal records %s (%s), which the replay did not call", skipped.Method, skipped.Outcome))
+	}
+	c := r.calls[at]
+	r.next = at + 1
 	r.made = append(r.made, method+" "+c.Outcome)
 	if c.Code != "" {
 		r.observe(method, req, nil, codeOf(c.Code))

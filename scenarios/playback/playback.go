@@ -196,7 +196,7 @@ func (pb *player) step(n int, e *journal.Entry) error {
 		return err
 	}
 	ipamd := &recordedIpamd{calls: e.Ipamd, observe: pb.pods.account}
-	p := plugin.New(plugin.Env{Kernel: pb.k.Opener(NodeNS), Dial: ipamd.dial, DialInventory: ipamd.dialInventory,
+	p := plugin.New(plugin.Env{Kernel: pb.k.Opener(NodeNS), Dial: ipamd.dial, DialInventory: ipamd.dialInventory, DeleteFlow: pb.pol.Del,
 		Log: pb.log, Version: "vpccni-playback", IsHostNS: func(path string) (bool, error) { return path == NodeNS, nil }})
 	args := &skel.CmdArgs{ContainerID: e.Env.ContainerID, Netns: e.Env.Netns, IfName: e.Env.IfName, Args: e.Env.Args,
 		Path: e.Env.Path, StdinData: stdin}
@@ -277,19 +277,14 @@ func (pb *player) runtimeNamespace(e *journal.Entry, s *Step) error {
 	return nil
 }
 
-// run calls the verb as the binary's skel would; a DEL goes through the
-// replay's policy, like the harness's runtime does.
+// run calls the verb as the binary's skel would; a DEL's decision is the
+// replay's policy (plugin.Env.DeleteFlow), as in the harness's runtime.
 func (pb *player) run(p *plugin.Plugin, verb string, args *skel.CmdArgs) (types.Result, error) {
 	switch verb {
 	case "ADD":
 		return p.Add(args)
 	case "DEL":
-		r, err := p.PrepareDel(args)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Close()
-		return nil, pb.pol.Del(p, r)
+		return nil, p.Del(args)
 	case "CHECK":
 		return nil, p.Check(args)
 	case "GC":

@@ -105,6 +105,9 @@ func (f reference) Describe() string { return f.describe }
 func (f reference) Ipamd() Ipamd     { return f.ipamd }
 
 func (f reference) Del(p *plugin.Plugin, r *plugin.DelRequest) error {
+	if r.StateErr != nil {
+		return r.StateErr // the reference fails a DEL whose prevResult it cannot parse
+	}
 	if f.branchFromPrevResult && r.State != nil && r.State.VlanID != 0 {
 		if _, err := p.Driver().Teardown(r.Host, r.Pod, r.State.Pod); err != nil {
 			return types.NewError(types.ErrTryAgainLater, "del cmd: failed to delete with prevResult", err.Error())

@@ -48,6 +48,7 @@ func TestParseBad(t *testing.T) {
 		"other w/o reuse": strings.Replace(good, "- add: [web-0]", "- add: [{name: default/x, node: other}]", 1),
 		"not yaml":        "name: [",
 		"device range":    strings.Replace(good, "device: 1", "device: 99", 1),
+		"limit w/o leak":  strings.Replace(good, "name: t", "name: t\nknownLimit: none really", 1),
 	}
 	for name, in := range cases {
 		if _, err := Parse([]byte(in)); err == nil {

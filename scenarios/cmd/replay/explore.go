@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 const exploreUsage = `Usage:
   replay explore [flags] TEMPLATE
+  replay explore --random [flags]     (generated timelines; see below)
   replay failpoints
 
 explore enumerates the fault space of a scenario template: it runs the
@@ -47,9 +47,32 @@ Flags:
   --json FILE           write every outcome as JSON ("-": stdout, which then
                         carries only the JSON)
 
-Exit status: 0 when the default policy is clean on the whole space, 1 when
-it is not (the explorer found a bug in vpccni: the counterexample replays
-it), 2 for a bad flag or template.
+--random generates timelines instead of enumerating one template's
+single faults: from a seed, each schedule is a node (sometimes with
+another agent's rules, sometimes ipamd's reconciler at its shortest
+grace), a few pods and a timeline of the moves that, combined, break a
+delete flow: pods deleted and recreated under the same name, containerd's
+second DEL arriving late, DELs with forged prevResults, force deletes
+without a cached result, a runtime that loses sandboxes and GCs, ipamd
+evicted, killed, hung or restarted with its checkpoint kept, lost or
+corrupt or with a bad setting, several failpoints, waits past the
+cooldown, addresses taken by pods of other nodes. Schedules go round the
+modes (and policies); the double assignment and release-before-teardown
+invariants are checked after every step, the others at the end. Each
+distinct failure (policy, mode, verdict) is shrunk to the fewest events
+and pods that still show it and written to --out. The seed, index and
+mode name a schedule for good: the same seed gives the same schedules.
+
+Flags of --random (with --out, --mode, --policy, --workers, --no-shrink,
+--json above; --policy defaults to vpccni's own flow):
+  --seed N              the seed (default: a fresh one, printed first)
+  --schedules N         stop after N schedules (default 2000 unless --for)
+  --for DURATION        stop after this long (e.g. 30m); with --schedules,
+                        whichever comes first
+
+Exit status: 0 when the default policy is clean on the whole space (every
+generated schedule), 1 when it is not (the explorer found a bug in vpccni:
+the counterexample replays it), 2 for a bad flag or template.
 `
 
 func list(s string) []string {
@@ -80,8 +103,24 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "")
 	noShrink := fs.Bool("no-shrink", false, "")
 	jsonOut := fs.String("json", "", "")
+	random := fs.Bool("random", false, "")
+	seed := fs.String("seed", "", "")
+	schedules := fs.Int("schedules", 0, "")
+	forDur := fs.Duration("for", 0, "")
 	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, exploreUsage) }, stdout, stderr); !ok {
 		return code
+	}
+	if *random {
+		if *actions != "" || *memories != "" || *maxOcc != 0 || fs.NArg() != 0 {
+			fmt.Fprintln(stderr, "replay explore --random: takes no template, --action, --memory or --max-occurrences (it draws them)")
+			return exitUsage
+		}
+		return runRandom(randomFlags{seed: *seed, schedules: *schedules, duration: *forDur, modes: list(*modes),
+			policies: list(*pols), workers: *workers, out: *out, noShrink: *noShrink, json: *jsonOut}, stdout, stderr)
+	}
+	if *seed != "" || *schedules != 0 || *forDur != 0 {
+		fmt.Fprintln(stderr, "replay explore: --seed, --schedules and --for go with --random")
+		return exitUsage
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "replay explore: give exactly one template file")
@@ -134,7 +173,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	took := time.Since(start)
-	printMatrix(text, rep)
+	printMatrix(text, rep.Matrix())
 	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s)\n", len(scheds), took.Round(time.Millisecond), float64(len(scheds))/took.Seconds())
 	if !*noShrink {
 		for _, o := range rep.Failures() {
@@ -152,7 +191,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *jsonOut != "" {
-		if err := writeExploreJSON(*jsonOut, stdout, rep); err != nil {
+		if err := writeReportJSON(*jsonOut, stdout, rep); err != nil {
 			fmt.Fprintln(stderr, "replay explore:", err)
 			return exitUsage
 		}
@@ -167,8 +206,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 
 // printMatrix prints one line per policy and mode: the schedules by
 // verdict, the most serious kinds first.
-func printMatrix(w io.Writer, rep *explore.Report) {
-	m := rep.Matrix()
+func printMatrix(w io.Writer, m explore.Matrix) {
 	pols := make([]string, 0, len(m))
 	for p := range m {
 		pols = append(pols, p)
@@ -214,19 +252,4 @@ func progressBar(w io.Writer) func(done, total int) {
 			fmt.Fprintln(w)
 		}
 	}
-}
-
-func writeExploreJSON(path string, stdout io.Writer, rep *explore.Report) error {
-	w := stdout
-	if path != "-" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
 }

@@ -18,8 +18,8 @@ func TestJournalReplaysClean(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"16 invocations  policy=default", "ipamd: DelNetwork unreachable",
-		"- node: rule 1536: from 10.0.2.11 lookup 2", "2 forgotten (unknown pod)", "default/web-6", "divergences from the recorded invocations: 0", "verdict: clean"} {
+	for _, want := range []string{"16 invocations  policy=default", "ipamd: ListAllocations unreachable, DelNetwork unreachable",
+		"- node: rule 1536: from 10.0.2.11 lookup 2", "3 forgotten (unknown pod)", "default/web-6", "divergences from the recorded invocations: 0", "verdict: clean"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

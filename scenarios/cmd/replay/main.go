@@ -34,6 +34,7 @@ func usage(w io.Writer) {
 Usage:
   replay run [flags] FILE...
   replay explore [flags] TEMPLATE    (replay explore --help)
+  replay explore --random [flags]    generated compound-fault timelines
   replay journal [flags] FILE...     (replay journal --help)
   replay failpoints
 

@@ -1,0 +1,251 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/plugin/driver"
+)
+
+// Delete is vpccni's delete flow (docs/architecture.md#the-delete-flow):
+//
+//  1. Gather, releasing nothing, what the sandbox had: the prevResult (when
+//     it could be read), ipamd's record of this attachment (vpccni's ipamd
+//     answers without releasing), and, when neither names anything, the
+//     pod's namespace read back.
+//  2. Tear all of it down. The node, not the source, decides what is a
+//     pod's: a prevResult naming an address the node does not show to be
+//     one is set aside and the teardown redone from the trusted sources.
+//  3. Release the address, unless the kernel routes one of the sandbox's
+//     addresses to a veth nothing proves is the sandbox's: it then stays
+//     allocated (ipamd's reconciler frees it once that veth is gone).
+//  4. What only ipamd's release reply names (a reference ipamd, which
+//     cannot be asked without releasing) is torn down after it.
+//
+// No ipamd outcome stops a teardown; a failed teardown fails the DEL
+// (code 11) and keeps the address, so the retry finds it. A prevResult
+// that could not be read, or that the node contradicted, fails the DEL
+// with code 7 once everything provable is done: the runtime's retries then
+// find nothing left, and the operator learns of the bad cache.
+func (p *Plugin) Delete(r *DelRequest) error {
+	log := r.inv.log
+	evidence := r.StateErr
+	known, asked, hold := p.lookup(r)
+	defer hold.Close() // the release rides on the lookup's connection
+	pod, source := p.gather(r, known, asked)
+	rep, err := p.teardown(r, pod)
+	var notPod *driver.NotPodAddressError
+	if errors.As(err, &notPod) && r.State != nil {
+		// The node contradicts the prevResult: nothing of it was touched.
+		log.Error("the node contradicts the prevResult; tearing down from ipamd's record and the pod namespace alone", "error", err)
+		evidence = badPrev("%v", err)
+		r.State = nil
+		pod, source = p.gather(r, known, asked)
+		rep, err = p.teardown(r, pod)
+	}
+	if err != nil {
+		log.Error("teardown failed; keeping the address in ipamd so the retry finds it", "source", source, "removed", rep.Removed,
+			"notes", rep.Notes, "error", err)
+		return teardownError(source, err)
+	}
+	if pod != nil {
+		log.Info("torn down", "source", source, "removed", rep.Removed, "skipped", rep.Skipped, "notes", rep.Notes)
+	}
+	if held := heldElsewhere(rep, known, asked); len(held) > 0 {
+		log.Warn("not releasing: the kernel routes the sandbox's address to a veth that nothing proves is its own; "+
+			"ipamd keeps it until that veth is gone", "addresses", held, "skipped", rep.Skipped)
+		return evidence
+	}
+	reply, out, rerr := p.Release(r)
+	switch {
+	case out == OutcomeUnknownPod:
+		log.Info("ipamd holds no address for the pod (unknown pod): nothing to release; the pod is torn down", "outcome", out)
+	case rerr != nil:
+		log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it",
+			"outcome", out, "error", rerr)
+	default:
+		if err := p.teardownReplyOnly(r, reply, pod); err != nil {
+			return err
+		}
+	}
+	return evidence
+}
+
+// gather is what to tear down, releasing nothing: the prevResult's pod
+// with every address ipamd's record adds, and the pod namespace read back
+// when ipamd could not be asked or keeps no record of the pod (a branch
+// pod) — a prevResult may omit an address: only ipamd or the namespace can
+// say — or when nothing else names anything. An
+// address the namespace shows that the node does not show to be a pod's
+// (a branch ENI's, before anything ties it to its VLAN) is left to ipamd's
+// release reply, which names its VLAN. nil: nothing is known.
+func (p *Plugin) gather(r *DelRequest, known *driver.Pod, asked bool) (*driver.Pod, string) {
+	var pod *driver.Pod
+	var sources []string
+	add := func(q *driver.Pod, source string) {
+		switch {
+		case q == nil:
+			return
+		case pod == nil:
+			c := *q
+			c.IPs = slices.Clone(q.IPs)
+			pod = &c
+		case (pod.Branch == nil && q.Branch == nil) || (pod.Branch != nil && q.Branch != nil && pod.Branch.VlanID == q.Branch.VlanID):
+			pod.IPs = append(pod.IPs, missingIPs(q.IPs, pod.IPs)...)
+		default:
+			return // a branch pod is one VLAN: its first source says which
+		}
+		sources = append(sources, source)
+	}
+	if r.State != nil {
+		add(&r.State.Pod, "prevResult")
+	}
+	add(known, "ipamd's record")
+	// ipamd keeps no record of a branch pod: its namespace is the only
+	// other witness of its address.
+	if r.Pod != nil && (pod == nil || !asked || pod.Branch != nil) {
+		add(p.inspect(r), "pod namespace")
+	}
+	return pod, strings.Join(sources, " and ")
+}
+
+// inspect reads the pod's network back from its namespace (the driver
+// keeps only what the node shows to be a pod's).
+func (p *Plugin) inspect(r *DelRequest) *driver.Pod {
+	pod, err := p.env.Driver.Inspect(r.Host, r.Pod, r.inv.args.IfName)
+	if err != nil {
+		r.inv.log.Warn("cannot read the pod's network back from its namespace", "error", err)
+		return nil
+	}
+	return pod
+}
+
+func (p *Plugin) teardown(r *DelRequest, pod *driver.Pod) (driver.Report, error) {
+	if pod == nil {
+		return driver.Report{}, nil
+	}
+	return p.env.Driver.Teardown(r.Host, r.Pod, *pod)
+}
+
+// teardownReplyOnly tears down the addresses ipamd's release reply names
+// that nothing before it did: a reference ipamd cannot be asked without
+// releasing, and a DEL without a prevResult then has only its reply.
+func (p *Plugin) teardownReplyOnly(r *DelRequest, reply *rpc.DelNetworkReply, done *driver.Pod) error {
+	extra, err := p.PodFromDelReply(r, reply)
+	if err != nil || extra == nil {
+		if err != nil {
+			r.inv.log.Warn("ignoring ipamd's reply", "error", err)
+		}
+		return nil
+	}
+	if done != nil {
+		extra.IPs = missingIPs(extra.IPs, done.IPs)
+	}
+	if len(extra.IPs) == 0 {
+		return nil
+	}
+	rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *extra)
+	if err != nil {
+		return teardownError("ipamd's reply", err)
+	}
+	r.inv.log.Info("torn down addresses only ipamd's release reply named", "removed", rep.Removed, "skipped", rep.Skipped)
+	return nil
+}
+
+// heldElsewhere are the sandbox's addresses (by ipamd's record, or any
+// when ipamd could not be asked) that the teardown left because the kernel
+// routes them to another veth.
+func heldElsewhere(rep driver.Report, known *driver.Pod, asked bool) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range rep.Moved {
+		if !asked || (known != nil && slices.ContainsFunc(known.IPs, func(ip driver.PodIP) bool { return ip.Addr == a })) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// lookup asks ipamd what it holds for this attachment, without releasing
+// it. asked is false when ipamd could not answer (unreachable, a reference
+// ipamd without the call): the flow then cannot tell. The connection is
+// the caller's to close (hold), after its release.
+func (p *Plugin) lookup(r *DelRequest) (known *driver.Pod, asked bool, hold io.Closer) {
+	inv, _, closer, err := p.env.DialInventory(r.inv.conf.IpamdAddress)
+	if err != nil {
+		return nil, false, io.NopCloser(nil)
+	}
+	known, asked = p.listHeld(r, inv)
+	return known, asked, closer
+}
+
+// listHeld is lookup's question: ipamd's allocations of this attachment.
+func (p *Plugin) listHeld(r *DelRequest, inv rpc.InventoryClient) (*driver.Pod, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.inv.conf.Timeout())
+	defer cancel()
+	list, err := inv.ListAllocations(ctx, &rpc.ListAllocationsRequest{NetworkName: r.inv.conf.Name,
+		ContainerId: r.inv.args.ContainerID, IfName: r.inv.args.IfName, PodNamespace: r.inv.podNS, PodName: r.inv.podName,
+		HostVethIndex: int32(r.HostVethIndex)})
+	if err != nil {
+		if status.Code(err) != codes.Unimplemented {
+			r.inv.log.Info("ipamd cannot say what the sandbox holds", "outcome", Classify(err), "error", err)
+		}
+		return nil, false
+	}
+	var ips []driver.PodIP
+	for _, a := range list.GetAllocations() {
+		mine := a.GetContainerId() == r.inv.args.ContainerID && a.GetIfName() == r.inv.args.IfName
+		// A recovered allocation names the pod's host veth: it is this
+		// sandbox's when its veth is the one the sandbox proved it has.
+		recovered := a.GetRecovered() && r.HostVethIndex != 0 && int(a.GetHostVethIndex()) == r.HostVethIndex &&
+			ownership.HasPodSuffix(a.GetContainerId(), r.inv.podNS, r.inv.podName)
+		if !mine && !recovered {
+			continue // an older ipamd that does not filter
+		}
+		ip, err := netip.ParseAddr(a.GetIp())
+		table := int(a.GetRouteTable())
+		if err != nil || !ownership.ValidPodAddr(ip) || !ownership.IsPodTable(table) {
+			r.inv.log.Warn("ignoring ipamd's record", "ip", a.GetIp(), "table", table)
+			continue
+		}
+		ips = append(ips, driver.PodIP{Addr: ip, Table: table})
+	}
+	if len(ips) == 0 {
+		return nil, true
+	}
+	return &driver.Pod{HostVeth: ownership.HostVeth(r.inv.conf.VethPrefix, r.inv.podNS, r.inv.podName),
+		ContainerIf: r.inv.args.IfName, IPs: ips}, true
+}
+
+func missingIPs(have, known []driver.PodIP) []driver.PodIP {
+	var out []driver.PodIP
+	for _, h := range have {
+		if !slices.ContainsFunc(known, func(k driver.PodIP) bool { return k.Addr == h.Addr }) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// teardownError is a failed teardown as the runtime sees it. A source that
+// names an address the node does not show to be a pod's (a confused
+// ipamd, a prevResult the flow could not set aside) is refused with code
+// 7, naming what the node says instead; any other failure is code 11: the
+// runtime retries the DEL.
+func teardownError(source string, err error) error {
+	var notPod *driver.NotPodAddressError
+	if errors.As(err, &notPod) {
+		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("the %s names an address this node does not show to be a pod's", source), err.Error())
+	}
+	return cniError(types.ErrTryAgainLater, "pod teardown incomplete, retry", err)
+}

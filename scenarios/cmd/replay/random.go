@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/vpccni/vpccni/scenarios/explore"
+	"github.com/vpccni/vpccni/scenarios/policy"
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// randomFlags are replay explore --random's settings, checked.
+type randomFlags struct {
+	seed            string
+	schedules       int
+	duration        time.Duration
+	modes, policies []string
+	workers         int
+	out, json       string
+	noShrink        bool
+}
+
+// defaultSchedules bounds a --random run given neither --schedules nor
+// --for: about twenty seconds here.
+const defaultSchedules = 2000
+
+func runRandom(f randomFlags, stdout, stderr io.Writer) int {
+	opt := explore.RandomOptions{Schedules: f.schedules, Duration: f.duration, Modes: f.modes, Policies: f.policies, Workers: f.workers}
+	switch {
+	case f.seed == "":
+		opt.Seed = uint64(time.Now().UnixNano())
+	default:
+		s, err := strconv.ParseUint(f.seed, 10, 64)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay explore: --seed %q: want a whole number from 0 to %d\n", f.seed, uint64(1<<64-1))
+			return exitUsage
+		}
+		opt.Seed = s
+	}
+	if f.schedules < 0 || f.duration < 0 {
+		fmt.Fprintln(stderr, "replay explore: --schedules and --for must not be negative")
+		return exitUsage
+	}
+	if f.schedules == 0 && f.duration == 0 {
+		opt.Schedules = defaultSchedules
+	}
+	for _, m := range f.modes {
+		if !slices.Contains(spec.KnownModes, m) {
+			fmt.Fprintf(stderr, "replay explore: --mode %q is not one of %v\n", m, spec.KnownModes)
+			return exitUsage
+		}
+	}
+	for _, p := range f.policies {
+		if _, err := policy.ByName(p); err != nil {
+			fmt.Fprintln(stderr, "replay explore: --policy:", err)
+			return exitUsage
+		}
+	}
+	text := stdout
+	if f.json == "-" {
+		text = io.Discard
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400) // as for the enumeration: many short runs
+	}
+	fmt.Fprintf(text, "seed %d (replay explore --random --seed %d gives the same schedules)\n", opt.Seed, opt.Seed)
+	opt.Progress = randomProgress(stderr, opt)
+	rep, err := explore.RunRandom(opt)
+	if err != nil {
+		fmt.Fprintln(stderr, "replay explore:", err)
+		return exitUsage
+	}
+	printMatrix(text, rep.Matrix)
+	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s), seed %d\n", rep.Schedules, rep.Took.Round(time.Millisecond), rep.PerSecond(), rep.Seed)
+	for _, o := range rep.Failures {
+		if o.Error != "" {
+			// The engine could not run a generated schedule: the harness's
+			// bug, not a verdict; the file is written as it was generated.
+			path, _ := explore.Write(f.out, o.File)
+			fmt.Fprintf(text, "  ERROR          schedule %d (%s, %s): %s -> %s\n", o.Index, o.Mode, o.Policy, o.Error, path)
+		}
+	}
+	if !f.noShrink {
+		for _, o := range rep.Distinct() {
+			if o.Error != "" {
+				continue
+			}
+			s, err := explore.ShrinkRandom(rep.Seed, o)
+			if err != nil {
+				fmt.Fprintf(text, "  %-14s schedule %d (%s, %s): %v\n", o.Verdict, o.Index, o.Mode, o.Policy, err)
+				continue
+			}
+			path, err := explore.Write(f.out, s)
+			if err != nil {
+				fmt.Fprintln(stderr, "replay explore:", err)
+				return exitUsage
+			}
+			fmt.Fprintf(text, "  %-14s schedule %d (%s, %s) -> %s (%d events, %d pods)\n", o.Verdict, o.Index, o.Mode, o.Policy, path, len(s.Timeline), len(s.Pods))
+		}
+	}
+	if f.json != "" {
+		if err := writeReportJSON(f.json, stdout, rep); err != nil {
+			fmt.Fprintln(stderr, "replay explore:", err)
+			return exitUsage
+		}
+	}
+	if rep.Failed() {
+		return exitMismatch
+	}
+	return exitOK
+}
+
+// randomProgress counts on a terminal: schedules done, and of how many
+// when the bound is a number.
+func randomProgress(w io.Writer, opt explore.RandomOptions) func(int) {
+	bar := progressBar(w)
+	if bar == nil {
+		return nil
+	}
+	if opt.Schedules > 0 && opt.Duration == 0 {
+		return func(done int) { bar(done, opt.Schedules) }
+	}
+	var last atomic.Int64
+	return func(done int) {
+		if now := time.Now().Unix(); last.Swap(now) != now {
+			fmt.Fprintf(w, "\r%d schedules", done)
+		}
+	}
+}
+
+// writeReportJSON writes an exploration's report to path ("-": stdout).
+func writeReportJSON(path string, stdout io.Writer, v any) error {
+	if path == "-" {
+		return encodeIndented(stdout, v)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := encodeIndented(f, v); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func encodeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

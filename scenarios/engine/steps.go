@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vpccni/vpccni/ipamd"
+	"github.com/vpccni/vpccni/scenarios/invariant"
+)
+
+// stepWatch runs the invariants that must hold after every step
+// (invariant.CheckStep) and remembers what they found: an address held
+// twice for a moment, or released with its objects still in the kernel,
+// is a violation even when the run settles clean.
+type stepWatch struct {
+	daemon *ipamd.Daemon
+	held   map[netip.Addr]bool // ipamd's allocations after the last step
+	found  []invariant.Violation
+	seen   map[string]bool
+}
+
+// stepCheck runs after every timeline event, every kubelet DEL attempt and
+// every round of ipamd's loops. A release is an address ipamd held after
+// the last step and does not now, the same daemon still running: a
+// restart without its checkpoint forgets, it does not release.
+func (r *run) stepCheck(where string) {
+	w := &r.steps1
+	cur := map[netip.Addr]bool{}
+	if r.ipamd != nil {
+		for _, a := range r.ipamd.Allocations() {
+			cur[a.IP] = true
+		}
+	}
+	var released []netip.Addr
+	if r.ipamd != nil && r.ipamd == w.daemon {
+		for a := range w.held {
+			if !cur[a] {
+				released = append(released, a)
+			}
+		}
+	}
+	w.daemon, w.held = r.ipamd, cur
+	vs, err := invariant.CheckStep(r.world(), released)
+	if err != nil {
+		r.note("step check after %s: %v", where, err)
+		return
+	}
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	for _, v := range vs {
+		v.What = fmt.Sprintf("at t=%s (%s): %s", r.now, where, v.What)
+		if !w.seen[v.Kind+v.What] {
+			w.seen[v.Kind+v.What] = true
+			w.found = append(w.found, v)
+			r.note("step invariant: %s", v)
+		}
+	}
+}
