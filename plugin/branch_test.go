@@ -82,16 +82,26 @@ func TestDelBranchFromPrevResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A table that disagrees with the VLAN is a forged state: it is set
-	// aside, the DEL goes on from what ipamd and the namespace prove
-	// (here: nothing), and fails with code 7 naming it.
+	// aside, the DEL goes on from what ipamd and the namespace prove, and
+	// fails with code 7 naming it...
 	r2 := newRig(t)
 	r2.expectHandles(false)
-	r2.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(ipamdUnknownPod)
+	r2.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).Return(okDelReply, nil)
+	r2.drv.EXPECT().Teardown(r2.host, nil, gomock.Any()).Return(driver.Report{}, nil) // what ipamd's reply names
 	bad := refPrevResult("vlan0761ccbeace", "2", "7", "")
 	err := r2.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": bad})))
 	wantCode(t, err, 7)
 	if !strings.Contains(err.Error(), "VLAN 7 and route table") {
 		t.Fatalf("the error does not say what is wrong: %v", err)
+	}
+	// ...until a DEL finds nothing left to do (nothing on the node,
+	// nothing held by ipamd): it succeeds, or the runtime would keep the
+	// sandbox, and libcni's GC stop at it, for ever.
+	r3 := newRig(t)
+	r3.expectHandles(false)
+	r3.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(ipamdUnknownPod)
+	if err := r3.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": bad}))); err != nil {
+		t.Fatalf("a DEL with nothing left to do failed: %v", err)
 	}
 }
 

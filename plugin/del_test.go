@@ -108,7 +108,9 @@ func TestDelReplyNamesExtraAddress(t *testing.T) {
 }
 
 // TestDelWithoutPrevResult: ipamd is asked first; its reply is the source,
-// else the pod namespace, else there is nothing to tear down.
+// else the pod namespace, else there is nothing to tear down — unless
+// ipamd could not be asked: it may know what nothing else names (a branch
+// pod's VLAN), so the DEL fails (code 11) for the runtime to retry.
 func TestDelWithoutPrevResult(t *testing.T) {
 	fromReply := driver.Pod{HostVeth: testHostVeth, ContainerIf: "eth0", IPs: []driver.PodIP{{Addr: podIP, Table: 2}}}
 	inspected := &driver.Pod{HostVeth: testHostVeth, ContainerIf: "eth0", IPs: []driver.PodIP{{Addr: podIP, Table: 2}}}
@@ -126,8 +128,8 @@ func TestDelWithoutPrevResult(t *testing.T) {
 		{name: "unknown pod, namespace alive", ipamd: ipamdUnknownPod, inspect: inspected, teardown: inspected, podAlive: true},
 		{name: "unknown pod, namespace gone", ipamd: ipamdUnknownPod},
 		{name: "unreachable, namespace alive", ipamd: ipamdUnreachable, inspect: inspected, teardown: inspected, podAlive: true},
-		{name: "unreachable, namespace gone", ipamd: ipamdUnreachable},
-		{name: "timeout", ipamd: hang},
+		{name: "unreachable, namespace gone", ipamd: ipamdUnreachable, wantCode: types.ErrTryAgainLater},
+		{name: "timeout", ipamd: hang, wantCode: types.ErrTryAgainLater},
 		{name: "error", ipamd: ipamdError, inspect: inspected, teardown: inspected, podAlive: true},
 		{name: "reply without addresses", ipamd: replyWith(&rpc.DelNetworkReply{Success: true}, nil)},
 	}

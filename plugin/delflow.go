@@ -36,8 +36,9 @@ import (
 // No ipamd outcome stops a teardown; a failed teardown fails the DEL
 // (code 11) and keeps the address, so the retry finds it. A prevResult
 // that could not be read, or that the node contradicted, fails the DEL
-// with code 7 once everything provable is done: the runtime's retries then
-// find nothing left, and the operator learns of the bad cache.
+// with code 7 once everything provable is done, and the operator learns
+// of the bad cache; the retry, which finds nothing left and nothing held
+// by ipamd, succeeds.
 func (p *Plugin) Delete(r *DelRequest) error {
 	log := r.inv.log
 	evidence := r.StateErr
@@ -71,6 +72,13 @@ func (p *Plugin) Delete(r *DelRequest) error {
 	switch {
 	case out == OutcomeUnknownPod:
 		log.Info("ipamd holds no address for the pod (unknown pod): nothing to release; the pod is torn down", "outcome", out)
+	case rerr != nil && pod == nil && (out == OutcomeUnreachable || out == OutcomeTimeout):
+		// Nothing named the pod's objects, and ipamd, which may know some
+		// (a branch pod's VLAN), could not be asked: success would leave
+		// whatever they are for good.
+		log.Warn("ipamd is unreachable and nothing else names the pod's network; the runtime must retry once ipamd is back",
+			"outcome", out, "error", rerr)
+		return cniError(types.ErrTryAgainLater, "ipamd is unreachable and nothing else names the pod's network, retry", rerr)
 	case rerr != nil:
 		log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it",
 			"outcome", out, "error", rerr)
@@ -78,6 +86,14 @@ func (p *Plugin) Delete(r *DelRequest) error {
 		if err := p.teardownReplyOnly(r, reply, pod); err != nil {
 			return err
 		}
+	}
+	if evidence != nil && len(rep.Removed) == 0 && out == OutcomeUnknownPod {
+		// A DEL that fails for ever wedges the runtime: it keeps the
+		// sandbox's cached result, and libcni's GC stops at it, so no
+		// other lost sandbox is collected either.
+		log.Warn("the prevResult is unusable, but nothing of the sandbox is left on the node and ipamd holds nothing for it: "+
+			"success, so that the runtime lets the sandbox go (the DEL that tore it down reported the prevResult)", "prevResult", evidence)
+		return nil
 	}
 	return evidence
 }

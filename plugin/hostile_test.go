@@ -202,7 +202,8 @@ var hostileCases = []hostileCase{
 		foreign: []kernel.Rule{{Priority: ownership.PrioToPod, Family: kernel.FamilyV4, Dst: mustNet("10.0.2.11/32"), IifName: "eth0", Table: kernel.TableMain}},
 		craft:   func(_ *hostileWorld, p map[string]any) any { return p },
 		want: outcome{code: types.ErrTryAgainLater, tornDown: true, eth0Kept: true,
-			kept: []string{"rule 512: from all to 10.0.2.11 lookup main", "link eni0761ccbeace veth up mtu 9001"}}},
+			kept: []string{"rule 512: from all to 10.0.2.11 lookup main", "link eni0761ccbeace veth up mtu 9001",
+				"route table main: 10.0.2.11/32 dev eni0761ccbeace scope link"}}},
 }
 
 // TestHostilePrevResult runs the corpus through Plugin.Del (the binary's

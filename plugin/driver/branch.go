@@ -142,10 +142,12 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 }
 
 // teardownVlan removes the VLAN's link (its table's routes go with it) and
-// the prio-10 iif rules into its table.
+// then the prio-10 iif rules into its table: in strict mode the rule of
+// the pod's veth is what ties the pod to its VLAN, so it stays while the
+// link does, for the retry to find.
 func (d *Driver) teardownVlan(host kernel.API, b *Branch, fam kernel.Family, rep *Report) []error {
-	var errs []error
 	vlan, table := b.VlanLink(), b.Table()
+	var errs []error
 	if err := d.step(StepDelVlanLink, vlan, func() error {
 		err := host.LinkDel(vlan)
 		if err == nil {
@@ -153,7 +155,8 @@ func (d *Driver) teardownVlan(host kernel.API, b *Branch, fam kernel.Family, rep
 		}
 		return ignoreNotFound(err)
 	}); err != nil {
-		errs = append(errs, err)
+		rep.note("kept the iif rules into table %d: %s is left", table, vlan)
+		return []error{err}
 	}
 	if err := d.step(StepDelIIFRules, fmt.Sprintf("table %d", table), func() error {
 		gone, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.Table == table }))

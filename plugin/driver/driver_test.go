@@ -187,8 +187,9 @@ func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 }
 
 // TestTeardownFailureIsReported: a failing step is an error, and the other
-// node steps still run; the pod's interface stays (no LinkDel): the retry
-// reads the pod's addresses from it.
+// rules still go; the host route (no RouteDel: the address is still this
+// veth's to the reconciler) and the pod's interface (no LinkDel: the retry
+// reads the pod's addresses from it) stay.
 func TestTeardownFailureIsReported(t *testing.T) {
 	host, pod, d := rig(t)
 	expectNode(host)
@@ -197,13 +198,14 @@ func TestTeardownFailureIsReported(t *testing.T) {
 	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
 	host.EXPECT().RuleDel(our512).Return(syscall.EPERM)
 	host.EXPECT().RuleDel(our1536).Return(nil)
-	host.EXPECT().RouteDel(hostRt).Return(nil)
 	rep, err := d.Teardown(host, pod, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
 	if !errors.Is(err, syscall.EPERM) {
 		t.Fatalf("err = %v, want EPERM", err)
 	}
-	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "kept eth0") }) {
-		t.Errorf("notes %q do not say eth0 was kept", rep.Notes)
+	for _, kept := range []string{"kept route 10.0.2.11/32", "kept eth0"} {
+		if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, kept) }) {
+			t.Errorf("notes %q do not say %q", rep.Notes, kept)
+		}
 	}
 }
 

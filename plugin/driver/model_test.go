@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
@@ -163,5 +164,48 @@ func TestInspectBranchBeforeItsRule(t *testing.T) {
 	got, err := d.Inspect(host, pod, "eth0")
 	if err != nil || got != nil {
 		t.Fatalf("inspect: %+v %v, want nothing", got, err)
+	}
+}
+
+// TestStrictBranchTeardownKeepsItsTie: in strict mode the iif rule of the
+// pod's veth is what ties the pod to its VLAN; when the VLAN link cannot
+// be deleted, the rules stay (and the pod's interface), so a retry that
+// has only the pod's namespace to go on still finds the branch pod and
+// removes everything.
+func TestStrictBranchTeardownKeepsItsTie(t *testing.T) {
+	k := model.New()
+	k.AddNamespace("node")
+	k.AddNamespace("pod")
+	host, _ := k.Open("node")
+	pod, _ := k.Open("pod")
+	trunk, err := k.AddDevice("node", "eth2", 9001, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.LinkSetUp("eth2")
+	before, _ := kernel.Snapshot(host)
+	b := &Branch{VlanID: 7, ENIMAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, SubnetGW: netip.MustParseAddr("10.1.0.1"), ParentIndex: trunk, Strict: true}
+	p := Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: netip.MustParseAddr("10.1.0.21"), Table: 107}}, Branch: b}
+	fp := &failpoint.Set{}
+	d := New(nil).WithFailpoints(fp)
+	if err := d.Setup(host, pod, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := fp.Arm(failpoint.Name("driver/"+StepDelVlanLink), failpoint.Error, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Teardown(host, pod, p); err == nil {
+		t.Fatal("the teardown succeeded with its VLAN link left")
+	}
+	got, err := d.Inspect(host, pod, "eth0")
+	if err != nil || got == nil || got.Branch == nil || got.Branch.VlanID != 7 {
+		t.Fatalf("the retry cannot find the branch pod: %+v %v", got, err)
+	}
+	if _, err := d.Teardown(host, pod, *got); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := kernel.Snapshot(host)
+	if added, removed := kernel.Diff(before, after); len(added)+len(removed) != 0 {
+		t.Fatalf("left %v, lost %v", added, removed)
 	}
 }

@@ -55,7 +55,9 @@ func (e *NotPodAddressError) Error() string {
 // no route (our veth went with the namespace), they are ours.
 //
 // Every step runs even if an earlier one failed, so one failure leaves as
-// little as possible; the joined error makes the runtime retry.
+// little as possible, except what proves the rest, which goes last and
+// only once the rest is gone: the pod's interface, then the host routes.
+// The joined error makes the runtime retry.
 func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 	var rep Report
 	ourVeth := 0
@@ -82,6 +84,7 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 		}
 	}
 	var errs []error
+	var routes []kernel.Route // host routes, to go after the pod's interface
 	for i, ip := range p.IPs {
 		switch {
 		case p.Branch != nil:
@@ -91,27 +94,59 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 		case tables[i] == nil:
 			continue // nothing of it on the node
 		default:
-			err = d.teardownIP(host, ip, tables[i], ourVeth, &rep)
+			var route *kernel.Route
+			if route, err = d.teardownIP(host, ip, tables[i], ourVeth, &rep); route != nil {
+				routes = append(routes, *route)
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	switch {
-	case pod != nil && len(errs) > 0:
-		// The pod's interface is what a retry reads the pod's addresses
-		// from (its prevResult may be untrustworthy, ipamd away): it goes
-		// only once the node side is gone.
-		rep.note("kept %s: the node side is not all gone, and the retry reads the pod's addresses from it", p.ContainerIf)
-	case pod != nil:
-		if err := d.step(StepDelPodVeth, p.ContainerIf, func() error {
-			err := pod.LinkDel(p.ContainerIf)
-			if err == nil {
-				rep.removed("link %s (pod) and its peer %s", p.ContainerIf, p.HostVeth)
+	// What proves the rest goes last: the pod's interface is what a retry
+	// reads the pod's addresses from (its prevResult may be untrustworthy,
+	// ipamd away), and a host route is what shows ipamd's reconciler that
+	// the address is still this veth's (it would free it otherwise, with
+	// whatever is left of the pod). Deleting the interface takes its routes
+	// with it; those of a namespace already gone are deleted here.
+	if len(errs) > 0 {
+		if pod != nil {
+			rep.note("kept %s: the node side is not all gone, and the retry reads the pod's addresses from it", p.ContainerIf)
+		}
+		for _, r := range routes {
+			rep.note("kept route %s (main): the rest of its pod is not all gone", r.Dst)
+		}
+	} else {
+		vethGone := false
+		if pod != nil {
+			if err := d.step(StepDelPodVeth, p.ContainerIf, func() error {
+				err := pod.LinkDel(p.ContainerIf)
+				if err == nil {
+					vethGone = true
+					rep.removed("link %s (pod) and its peer %s", p.ContainerIf, p.HostVeth)
+				}
+				return ignoreNotFound(err)
+			}); err != nil {
+				errs = append(errs, err)
 			}
-			return ignoreNotFound(err)
-		}); err != nil {
-			errs = append(errs, err)
+		}
+		for _, r := range routes {
+			if len(errs) > 0 {
+				rep.note("kept route %s (main): %s is left", r.Dst, p.ContainerIf)
+				continue
+			}
+			if err := d.step(StepDelHostRoute, r.Dst.String(), func() error {
+				err := host.RouteDel(r)
+				switch {
+				case err == nil:
+					rep.removed("route %s (main)", r.Dst)
+				case vethGone && kernel.IsNotFound(err):
+					rep.removed("route %s (main), with the veth", r.Dst)
+				}
+				return ignoreNotFound(err)
+			}); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	err = errors.Join(errs...)
@@ -172,7 +207,10 @@ func (d *Driver) podTables(host kernel.API, node *ownership.Node, p Pod, ip PodI
 	return []int{p.Branch.Table()}, ""
 }
 
-func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int, rep *Report) error {
+// teardownIP removes an address's rules, once the kernel shows the
+// address is still this sandbox's, and returns its host route for Teardown
+// to delete last (nil: none, or the address is another veth's now).
+func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int, rep *Report) (*kernel.Route, error) {
 	pfx := ip.Prefix()
 	var route *kernel.Route
 	if err := d.step(StepCheckHolder, pfx.String(), func() error {
@@ -180,7 +218,7 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int
 		route, err = routeIn(host, pfx, kernel.TableMain)
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if route != nil && route.LinkIndex != ourVeth {
 		holder := fmt.Sprintf("ifindex %d", route.LinkIndex)
@@ -190,24 +228,9 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int
 		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: now routed to %s", pfx, holder))
 		rep.Moved = append(rep.Moved, ip.Addr)
 		d.log.Info("IP has a new holder, leaving its rules alone", "ip", pfx, "holder", holder)
-		return nil
+		return nil, nil
 	}
-	var errs []error
-	if err := d.teardownIPRules(host, ip.Addr, tables, rep); err != nil {
-		errs = append(errs, err)
-	}
-	if route != nil {
-		if err := d.step(StepDelHostRoute, pfx.String(), func() error {
-			err := host.RouteDel(*route)
-			if err == nil {
-				rep.removed("route %s (main)", pfx)
-			}
-			return ignoreNotFound(err)
-		}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return route, d.teardownIPRules(host, ip.Addr, tables, rep)
 }
 
 // teardownIPRules removes the address's own 512 rule and its 1536 rules in

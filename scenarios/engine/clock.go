@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/warmpool"
+	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
@@ -163,4 +165,29 @@ func (r *run) finish() {
 	r.settle()
 	grace, interval := r.ipamdTiming()
 	r.advance(r.now + max(grace, ipamd.DefaultReconcileGrace) + max(interval, ipamd.DefaultReconcileInterval) + tick)
+	// The runtime runs GC again later, now and then: a few more times
+	// here, each once ipamd is up (a GC can crash it). What it still
+	// cannot collect, nothing will (lostFindings).
+	for try := 0; try < 3 && len(r.lost) > 0; try++ {
+		if r.ipamd == nil && r.restartAt >= 0 {
+			r.advance(r.restartAt + tick)
+		}
+		if r.ipamd == nil {
+			break
+		}
+		r.note("the runtime runs CNI GC again for the sandboxes it lost")
+		r.gc()
+		r.watchIpamd()
+	}
+}
+
+// lostFindings are the sandboxes the runtime lost that no GC collected by
+// the end: nothing else will ever remove them.
+func (r *run) lostFindings() []invariant.Violation {
+	var out []invariant.Violation
+	for _, p := range r.lost {
+		out = append(out, invariant.Violation{Kind: invariant.Stuck,
+			What: fmt.Sprintf("sandbox %s of %s, lost by the runtime, was never collected by GC", p.ContainerID, p.Name)})
+	}
+	return out
 }

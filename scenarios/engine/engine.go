@@ -198,6 +198,7 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 		return nil, err
 	}
 	vs = append(vs, r.steps1.found...)
+	vs = append(vs, r.lostFindings()...)
 	r.end()
 	res := &Result{Scenario: s.Name, Incident: s.Incident, KnownLimit: s.KnownLimit, File: s.File, Mode: mode, Policy: pol.Name(), Expected: expected,
 		Violations: vs, Kinds: invariant.Kinds(vs), Steps: r.steps, Verdict: "clean", Hits: map[string]int{}}

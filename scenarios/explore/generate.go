@@ -77,6 +77,12 @@ type gpod struct {
 
 func (g *gen) branch() bool { return g.mode != "ipv4" && g.mode != "ipv6" }
 
+// branchBlind: in a branch mode, ipamd is evicted and a DEL may have failed
+// part-way. Letting time pass beyond kubelet's retries then leaves a
+// branch attachment only those retries could have finished (nothing on the
+// node sweeps one: a known limit, docs/architecture.md#known-limits).
+func (g *gen) branchBlind() bool { return g.branch() && g.ipamdDown && g.failpoints > 0 }
+
 func (g *gen) pick(n int) int { return g.r.IntN(n) }
 
 func (g *gen) chance(pct int) bool { return g.r.IntN(100) < pct }
@@ -226,6 +232,9 @@ func (g *gen) move() (spec.Event, bool) {
 			Action: string(action), Occurrence: 1 + g.pick(2), Memory: g.memory()}}, true
 	case "wait":
 		waits := []time.Duration{time.Second, 10 * time.Second, 35 * time.Second, 2 * time.Minute}
+		if g.branchBlind() {
+			waits = waits[:2] // within kubelet's retries (31 s)
+		}
 		return spec.Event{Wait: &spec.Duration{Duration: waits[g.pick(len(waits))]}}, true
 	case "reuse":
 		ps := g.filter(func(p *gpod) bool { return p.gone && !p.running })
@@ -236,6 +245,9 @@ func (g *gen) move() (spec.Event, bool) {
 		return spec.Event{Add: []spec.PodRef{{Name: fmt.Sprintf("default/remote-%d", g.others), Node: "other",
 			ReuseIPOf: ps[g.pick(len(ps))].name}}}, true
 	case "settle":
+		if g.branchBlind() {
+			return spec.Event{}, false
+		}
 		return spec.Event{Settle: &struct{}{}}, true
 	}
 	return spec.Event{}, false
