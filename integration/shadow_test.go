@@ -94,11 +94,16 @@ var _ = Describe("the driver's rule deletion on Linux", Label("hostile", "real-k
 			Expect(kernel.RuleString(se.Foreign)).To(Equal(kernel.RuleString(foreign)))
 			Expect(err.Error()).To(ContainSubstring(kernel.RuleString(foreign)))
 
-			By("once the foreign rule is gone, a retry removes the pod's rule")
+			_, lerr := s.pod.LinkByName("eth0")
+			Expect(lerr).NotTo(HaveOccurred(), "the pod's interface is kept while the rest is not all gone")
+
+			By("once the foreign rule is gone, a retry (it reads the kept interface) removes the pod's rule, then the interface")
 			Expect(s.host.RuleDel(foreign)).To(Succeed())
-			_, err = driver.New(nil).Teardown(s.host, nil, s.p)
+			_, err = driver.New(nil).Teardown(s.host, s.pod, s.p)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(s.rules()).NotTo(ContainElement(kept))
+			_, lerr = s.pod.LinkByName("eth0")
+			Expect(kernel.IsNotFound(lerr)).To(BeTrue(), "the pod's interface (lookup: %v)", lerr)
 		},
 		Entry("512 with an iif", iif512, pod512, pod1536),
 		Entry("512 with an oif", kernel.Rule{Priority: 512, Dst: iif512.Dst, OifName: "eth1", Table: kernel.TableMain}, pod512, pod1536),

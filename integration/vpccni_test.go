@@ -49,10 +49,20 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(n.del(p)).To(Succeed())
 		expectGone(n, p, ip, hostVeth)
 
-		By("DEL again (kubelet retry), and the runtime's second DEL with an empty netns")
+		By("DEL again (kubelet retry) while ipamd is away: nothing names the pod's network any more, so the plugin asks for a retry (code 11) rather than answer blind")
+		Expect(cniCode(n.del(p))).To(Equal(uint(types.ErrTryAgainLater)))
+		expectGone(n, p, ip, hostVeth)
+
+		By("aws-node comes back with its checkpoint: the retry finishes and ipamd releases the address once")
+		n.restartIpamd()
+		Expect(allocatedIPs(n)).To(ContainElement(ip.String()), "nobody released the address while ipamd was away")
 		Expect(n.del(p)).To(Succeed())
+		Expect(allocatedIPs(n)).NotTo(ContainElement(ip.String()))
+
+		By("the runtime's second DEL with an empty netns")
 		p.rt.NetNS = ""
 		Expect(n.del(p)).To(Succeed())
+		Expect(allocatedIPs(n)).NotTo(ContainElement(ip.String()))
 	})
 
 	It("tears a secondary-ENI pod down after ipamd was SIGKILLed, leaving its neighbours alone", func() {
@@ -126,28 +136,70 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 	It("answers bad input with a CNI error and changes nothing", func() {
 		n := newNode("m5.large")
 		p := n.newPod("web-0")
+		fresh := snapshot(n.host)
 		res := n.add(p)
-		before := snapshot(n.host)
+		before, podBefore := snapshot(n.host), podSnapshot(p)
+		podLines := kernel.Minus(before, fresh)
 
 		By("a malformed netconf")
 		out, code := n.runPlugin(p, "DEL", []byte(`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","mtu":`))
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrDecodingFailure)))
 		Expect(out.Msg).NotTo(BeEmpty())
+		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
 
-		By("a prevResult whose dummy names VLAN \"abc\"")
+		By("CNI_ARGS whose pod name is no Kubernetes name")
+		cmdArgs := p.rt.Args
+		p.rt.Args = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.ns}, {"K8S_POD_NAME", "Web_0"}}
+		out, code = n.runPlugin(p, "DEL", n.netconf(nil))
+		p.rt.Args = cmdArgs
+		Expect(code).NotTo(Equal(0))
+		Expect(out.Code).To(Equal(uint(types.ErrInvalidEnvironmentVariables)))
+		Expect(out.Details).To(ContainSubstring("K8S_POD_NAME"))
+		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
+
+		By("an ADD whose CNI_ARGS do not name the pod")
+		p.rt.Args = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.ns}}
+		out, code = n.runPlugin(p, "ADD", n.netconf(nil))
+		p.rt.Args = cmdArgs
+		Expect(code).NotTo(Equal(0))
+		Expect(out.Code).To(Equal(uint(types.ErrInvalidEnvironmentVariables)))
+		Expect(out.Msg).To(ContainSubstring("K8S_POD_NAME"))
+		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
+		Expect(allocatedIPs(n)).To(ConsistOf(podAddr(res).String()), "ipamd holds the pod's address, and no other")
+
+		// A bad prevResult is one source among three: it is set aside and
+		// named in the error (code 7), and the pod is torn down from what
+		// ipamd and its namespace prove. Refusing the DEL would keep the
+		// pod's network for good: every retry brings the same prevResult.
+		By("a prevResult whose dummy names VLAN \"abc\": set aside, the pod still torn down")
 		prev := res
 		prev.Interfaces[2].Mac = "abc"
-		conf := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "prevResult": prev}
-		b, _ := json.Marshal(conf)
-		out, code = n.runPlugin(p, "DEL", b)
+		out, code = n.runPlugin(p, "DEL", n.netconf(prev))
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrInvalidNetworkConfig)))
 		Expect(out.Details).To(ContainSubstring("abc"))
-
-		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(kernel.Minus(before, snapshot(n.host))).To(ConsistOf(podLines), "the node lost exactly the pod's lines")
+		Expect(kernel.Minus(snapshot(n.host), before)).To(BeEmpty(), "the node gained lines")
+		Expect(allocatedIPs(n)).NotTo(ContainElement(podAddr(res).String()), "ipamd released the pod's address")
 	})
 })
+
+// netconf is the node's vpc-cni network configuration as a runtime hands
+// it to the plugin, with prev as its prevResult (nil: none).
+func (n *node) netconf(prev *current.Result) []byte {
+	conf := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "mtu": "9001",
+		"ipamdAddress": "unix://" + n.sock, "ipamdTimeout": "2s", "pluginLogFile": n.logFile, "pluginLogLevel": "debug"}
+	if prev != nil {
+		conf["prevResult"] = prev
+	}
+	b, err := json.Marshal(conf)
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}
 
 // runPlugin executes the vpc-cni binary by hand in the node namespace,
 // with the CNI environment, and decodes the CNI error it prints.

@@ -32,6 +32,12 @@ func (p *Plugin) add(args *skel.CmdArgs) (types.Result, error) {
 	if args.Netns == "" {
 		return nil, errorf(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is required for ADD")
 	}
+	// The host veth's name and ipamd's record are the pod's: without its
+	// name two pods would share both.
+	if inv.podNS == "" || inv.podName == "" {
+		return nil, errorf(types.ErrInvalidEnvironmentVariables,
+			"CNI_ARGS must name the pod for ADD: K8S_POD_NAMESPACE and K8S_POD_NAME are required (got %q and %q)", inv.podNS, inv.podName)
+	}
 	if p.env.IsHostNS != nil {
 		if same, err := p.env.IsHostNS(args.Netns); err != nil {
 			return nil, cniError(types.ErrInvalidNetNS, "cannot inspect CNI_NETNS", err)

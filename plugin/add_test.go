@@ -145,6 +145,22 @@ func TestAddRefusesHostNamespace(t *testing.T) {
 	wantCode(t, err, types.ErrInvalidNetNS)
 }
 
+// TestAddRequiresThePodsName: without the pod's name two pods would share
+// a host veth name and ipamd's record; nothing is opened or asked (the
+// mocks fail on any call).
+func TestAddRequiresThePodsName(t *testing.T) {
+	for _, args := range []string{"IgnoreUnknown=1;K8S_POD_NAMESPACE=default", "IgnoreUnknown=1;K8S_POD_NAME=web-1", ""} {
+		r := newRig(t)
+		a := cmdArgs(netconf(t, nil))
+		a.Args = args
+		_, err := r.p.Add(a)
+		wantCode(t, err, types.ErrInvalidEnvironmentVariables)
+		if !strings.Contains(err.Error(), "K8S_POD_NAME") {
+			t.Errorf("CNI_ARGS %q: the error does not name what is missing: %v", args, err)
+		}
+	}
+}
+
 // TestDecodeReferenceResults: results written by reference versions decode
 // to the right teardown state (docs/reference-facts.md#cleanup-state,
 // docs/reference-facts.md#issue-2048).
