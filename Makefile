@@ -48,7 +48,7 @@ deps: tools
 ## "N passed, M failed, K skipped". Fails if any suite failed.
 # Each suite is a target; :gotest or :ginkgo names the report it leaves
 # (a suite without one counts as one step that passed or failed).
-TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore explore-random:gotest kernel-real:gotest integration:ginkgo e2e:ginkgo
+TEST_SUITES = vet verify-generated unit:gotest scenarios:ginkgo explore explore-random:gotest kernel-real:gotest integration:ginkgo e2e:ginkgo mutants-hand
 REPORTS     := $(BIN)/reports
 # gotest runs `go test -json`: it keeps the JSON for the summary and prints
 # what plain `go test` would (package lines, failing tests' output, skips).
@@ -157,7 +157,7 @@ replay:
 
 ## mutants-hand: the hand-chosen semantic mutants of mutants/hand.txt, each
 ## applied to a temporary copy of the tree and tested by the packages it
-## names (two at a time); exits 1 if any survives. Not part of test.
+## names (two at a time); exits 1 if any survives. The last suite of test.
 MUTANTS_FLAGS ?= -j 2
 mutants-hand:
 	$(GO) run ./mutants/cmd/mutants $(MUTANTS_FLAGS) -list mutants/hand.txt
