@@ -16,6 +16,7 @@ import (
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/releasequeue"
 )
 
 var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), func() {
@@ -45,19 +46,22 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		By("ipamd is evicted: SIGKILL")
 		n.killIpamd()
 
-		By("DEL through libcni with the cached result as prevResult")
+		By("DEL through libcni with the cached result as prevResult: torn down, the release queued")
 		Expect(n.del(p)).To(Succeed())
 		expectGone(n, p, ip, hostVeth)
+		queued, errs := releasequeue.Queue{Dir: releasequeue.DirFor(n.sock)}.List()
+		Expect(errs).To(BeEmpty())
+		Expect(queued).To(HaveLen(1))
+		Expect(queued[0].Record.IPs).To(ConsistOf(ip))
 
 		By("DEL again (kubelet retry) while ipamd is away: nothing names the pod's network any more, so the plugin asks for a retry (code 11) rather than answer blind")
 		Expect(cniCode(n.del(p))).To(Equal(uint(types.ErrTryAgainLater)))
 		expectGone(n, p, ip, hostVeth)
 
-		By("aws-node comes back with its checkpoint: the retry finishes and ipamd releases the address once")
+		By("aws-node comes back with its checkpoint: it releases the queued address before it serves, and the retry finishes")
 		n.restartIpamd()
-		Expect(allocatedIPs(n)).To(ContainElement(ip.String()), "nobody released the address while ipamd was away")
-		Expect(n.del(p)).To(Succeed())
 		Expect(allocatedIPs(n)).NotTo(ContainElement(ip.String()))
+		Expect(n.del(p)).To(Succeed())
 
 		By("the runtime's second DEL with an empty netns")
 		p.rt.NetNS = ""

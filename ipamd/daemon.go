@@ -113,6 +113,10 @@ type Config struct {
 	PerCallSync bool
 	// Restore decides what ipamd does with a missing or bad checkpoint.
 	Restore RestorePolicy
+	// ReleaseQueue is the directory where DELs that could not reach ipamd
+	// queue their releases (package releasequeue; the binary's default is
+	// beside the socket); Start drains it before serving. Empty: none.
+	ReleaseQueue string
 	// Cooldown is IP_COOLDOWN_PERIOD; zero means none.
 	Cooldown time.Duration
 	// Reconcile enables the reconciler (vpccni; the reference has none).
@@ -358,6 +362,9 @@ func (d *Daemon) Start() error {
 		return errors.New("ipamd: already started")
 	}
 	if err := d.bringUp(); err != nil {
+		if w := d.ckpt.Swap(nil); w != nil {
+			w.Close() // the process does not come up: nothing more is written
+		}
 		return err
 	}
 	path := d.cfg.SocketPath
@@ -430,6 +437,11 @@ func (d *Daemon) bringUp() error {
 			return fmt.Errorf("ipamd: write the checkpoint: %w", err)
 		}
 		d.ckpt.Store(w)
+	}
+	// Before the reconciler and before serving: the queue says which
+	// addresses are free for sure, the reconciler only judges.
+	if err := d.drainReleaseQueue(); err != nil {
+		return err
 	}
 	if d.recon != nil {
 		d.reconcileOnce(context.Background())

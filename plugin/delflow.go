@@ -71,6 +71,7 @@ func (p *Plugin) Delete(r *DelRequest) error {
 	reply, out, rerr := p.Release(r)
 	switch {
 	case out == OutcomeUnknownPod:
+		p.forgetQueued(r)
 		log.Info("ipamd holds no address for the pod (unknown pod): nothing to release; the pod is torn down", "outcome", out)
 	case rerr != nil && pod == nil && (out == OutcomeUnreachable || out == OutcomeTimeout):
 		// Nothing named the pod's objects, and ipamd, which may know some
@@ -79,10 +80,28 @@ func (p *Plugin) Delete(r *DelRequest) error {
 		log.Warn("ipamd is unreachable and nothing else names the pod's network; the runtime must retry once ipamd is back",
 			"outcome", out, "error", rerr)
 		return cniError(types.ErrTryAgainLater, "ipamd is unreachable and nothing else names the pod's network, retry", rerr)
+	case rerr != nil && out != OutcomeRefused:
+		queued, qerr := p.queueRelease(r, pod, known)
+		switch {
+		case qerr != nil:
+			// Success would leave the address to the reconciler's
+			// judgement; the retry may reach ipamd or the queue.
+			log.Error("ipamd did not release the address and the release could not be queued; the runtime must retry",
+				"outcome", out, "error", rerr, "queueError", qerr)
+			return cniError(types.ErrTryAgainLater, "the pod is torn down, but ipamd did not release its address and the release queue refused it, retry",
+				errors.Join(rerr, qerr))
+		case queued:
+			log.Warn("ipamd did not release the address: the pod is torn down and the release is queued; ipamd releases it when it starts",
+				"outcome", out, "error", rerr)
+		default:
+			log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it",
+				"outcome", out, "error", rerr)
+		}
 	case rerr != nil:
-		log.Warn("ipamd did not release the address: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it",
+		log.Warn("ipamd refused the release: the pod is torn down, the address stays allocated in ipamd until ipamd forgets or reconciles it",
 			"outcome", out, "error", rerr)
 	default:
+		p.forgetQueued(r)
 		if err := p.teardownReplyOnly(r, reply, pod); err != nil {
 			return err
 		}

@@ -9,4 +9,5 @@ var (
 	FailAddResult   = failpoint.Register("plugin/add/before-result", "ADD: everything is set up, the result is not printed yet")
 	FailDelRelease  = failpoint.Register("plugin/del/before-release", "DEL: about to ask ipamd to release the address")
 	FailDelReleased = failpoint.Register("plugin/del/after-release", "DEL: ipamd released the address, the plugin has not acted on the reply")
+	FailDelQueue    = failpoint.Register("plugin/del/before-queue", "DEL: torn down, ipamd unreachable, the release not yet queued")
 )

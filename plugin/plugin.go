@@ -15,6 +15,7 @@ import (
 
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/plugin/driver"
+	"github.com/vpccni/vpccni/releasequeue"
 )
 
 // Plugin-specific CNI error codes (the spec reserves 100+ for plugins).
@@ -51,6 +52,10 @@ type Env struct {
 	// run through the same entry point as vpccni's (Del: the journal, the
 	// netconf, CNI_ARGS and prevResult checks); the binary never sets it.
 	DeleteFlow func(*Plugin, *DelRequest) error
+	// ReleaseQueue is where a DEL that tore its pod down but could not
+	// reach ipamd queues the release for ipamd's next start, given the
+	// netconf's ipamdAddress (QueueBesideSocket); nil: no queue.
+	ReleaseQueue func(ipamdAddress string) (releasequeue.Queue, bool)
 }
 
 // Plugin is the CNI plugin. Add and Del are the verbs; they take skel's

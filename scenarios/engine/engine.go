@@ -283,6 +283,9 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		IsHostNS:   func(path string) (bool, error) { return path == nodeNS, nil },
 		Failpoints: r.fp,
 		DeleteFlow: r.exec.deleteFlow,
+		// Only vpccni's flow queues; only vpccni's ipamd drains
+		// (policy.Ipamd.DrainReleaseQueue).
+		ReleaseQueue: plugin.QueueBesideSocket,
 	}
 	env.Dial, env.DialInventory = r.slowAdds(r.dialBackend), r.dialInventory
 	if !opt.Quiet {
@@ -371,7 +374,7 @@ func (r *run) startIpamd(memory string) error {
 			}
 			return p.device, true
 		},
-		Kernel: r.node, Checkpoint: r.ckpt, Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Kernel: r.node, Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
 		ReconcileGrace: grace, ReconcileInterval: interval,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
@@ -391,6 +394,12 @@ func (r *run) startIpamd(memory string) error {
 	if err == nil {
 		err = d.Start()
 	}
+	if f, ok := failpoint.As(err); ok {
+		// Killed while it started: kubelet restarts it after its back-off.
+		r.restartAt = r.now + crashBackoff
+		r.note("ipamd dies while it starts (%s); kubelet restarts it in %s, checkpoint %s", f, crashBackoff, r.restartMemory)
+		return nil
+	}
 	if err != nil {
 		r.note("ipamd does not start (aws-node crash-loops): %v", err)
 		return nil
@@ -400,6 +409,16 @@ func (r *run) startIpamd(memory string) error {
 	r.restartAt = -1
 	r.note("ipamd started, checkpoint %s: %d allocations", memory, len(d.Allocations()))
 	return nil
+}
+
+// releaseQueue is the directory the plugin's DELs queue releases in
+// (beside the socket), when the policy's ipamd drains it.
+func (r *run) releaseQueue(prof policy.Ipamd) string {
+	if !prof.DrainReleaseQueue {
+		return ""
+	}
+	q, _ := plugin.QueueBesideSocket("unix://" + r.sock)
+	return q.Dir
 }
 
 // begin opens a timeline step and snapshots the node to diff against.

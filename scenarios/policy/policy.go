@@ -42,6 +42,9 @@ type Ipamd struct {
 	// PruneStale: on restore, drop allocations whose pod has no veth and
 	// delete their rules at once (the reference since v1.13).
 	PruneStale bool
+	// DrainReleaseQueue: before serving, release what DELs that could not
+	// reach ipamd queued (vpccni only).
+	DrainReleaseQueue bool
 }
 
 // Default is vpccni's flow (plugin.Delete).
@@ -55,7 +58,7 @@ func (Default) Del(p *plugin.Plugin, r *plugin.DelRequest) error { return p.Dele
 
 // Ipamd of vpccni: every recovery on, as deploy/ runs it.
 func (Default) Ipamd() Ipamd {
-	return Ipamd{Reconcile: true, AdoptOnMissing: true, RecoverCorrupt: true}
+	return Ipamd{Reconcile: true, AdoptOnMissing: true, RecoverCorrupt: true, DrainReleaseQueue: true}
 }
 
 // The reference's DEL flows differ in two decisions only, so they are one

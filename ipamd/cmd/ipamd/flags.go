@@ -30,6 +30,7 @@ import (
 	"github.com/vpccni/vpccni/ipamd/warmpool"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/releasequeue"
 )
 
 // Defaults that are not another package's.
@@ -215,7 +216,7 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 		}
 	}
 	cfg := ipamd.Config{SocketPath: f.socket, Logger: log, Version: buildVersion, RejectVersionMismatch: f.strict,
-		IPv6: f.ipv6, Checkpoint: f.checkpoint, Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
+		IPv6: f.ipv6, Checkpoint: f.checkpoint, ReleaseQueue: releasequeue.DirFor(f.socket), Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
 		Cooldown: f.cooldown, Reconcile: f.reconcile, ReconcileInterval: f.reconcileInterval, ReconcileGrace: f.reconcileGrace,
 		Targets: f.targets, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
 	if !f.noMetrics {

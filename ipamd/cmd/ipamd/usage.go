@@ -16,7 +16,10 @@ SERVING for "" and "grpc.health.v1.aws-node".
 Every assignment and release is written to a checkpoint file in the
 reference's format (vpc-cni-ipam/1) before the plugin is answered, so a
 restarted ipamd remembers its pods. On start it restores the checkpoint,
-configures each ENI's table and rule 32765, and reconciles: allocations
+configures each ENI's table and rule 32765, drains the release queue
+(the directory release-queue beside the socket, where a DEL that tore its
+pod down but could not reach ipamd leaves a record: each address is
+released if that very sandbox still holds it), and reconciles: allocations
 whose pod's host veth is gone are released, and pod rules 512/1536 (and
 prio-10 iif rules of branch pods) that belong to no allocation are removed
 — only rules whose selector is exactly a pool address, in a pod table.

@@ -130,6 +130,8 @@ func main() {
 		IsHostNS:   isHostNS,
 		Version:    buildVersion,
 		Failpoints: fp,
+		// Beside ipamd's socket, where ipamd drains it when it starts.
+		ReleaseQueue: plugin.QueueBesideSocket,
 	})
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: func(args *skel.CmdArgs) error {

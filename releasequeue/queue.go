@@ -1,0 +1,270 @@
+// Package releasequeue is the node-local queue of addresses whose pods are
+// torn down but whose release ipamd never heard: a DEL that could not
+// reach ipamd (evicted, hung, restarting) appends a record, and ipamd
+// drains the queue when it starts, before it serves, releasing each
+// address only for the sandbox that still owns it.
+//
+// Without it such an address stays allocated until the reconciler judges
+// the pod gone (45 s to 2 min), and "the pod is gone" is the judgement a
+// same-name recreation fools. A record is evidence of one thing: this
+// sandbox's DEL tore its pod down. It never frees an address another
+// sandbox holds (ipamd applies the release-by-owner rule to it as to a
+// DelNetwork).
+//
+// The queue is a directory next to ipamd's socket (DirFor), one file per
+// attachment, written whole (temporary file, fsync, rename, fsync of the
+// directory) with mode 0600, so a crash leaves either the old record or
+// the new one, never half of one. It is bounded (Max records): a full
+// queue is an error the DEL reports, never a silent drop.
+package releasequeue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Version is the record format's tag.
+const Version = "vpccni-release/1"
+
+// DefaultMax bounds the queue: more records than a node has pod addresses
+// (an m5.24xlarge has 737) means something other than DELs writes there.
+const DefaultMax = 1024
+
+// maxRecordBytes bounds what one file may hold; a bigger file is not a
+// record this package wrote.
+const maxRecordBytes = 16 << 10
+
+// maxIPs is the most addresses one attachment has (an IPv4 and an IPv6,
+// with room to spare).
+const maxIPs = 8
+
+// ErrFull is Append on a queue that already holds Max records.
+var ErrFull = errors.New("release queue is full")
+
+// Record is one torn-down attachment whose addresses ipamd has not
+// released. Its identity fields are a DelNetwork request's: ipamd releases
+// with exactly what the DEL would have sent.
+type Record struct {
+	Version       string       `json:"version"`
+	NetworkName   string       `json:"networkName"`
+	ContainerID   string       `json:"containerID"`
+	IfName        string       `json:"ifName"`
+	PodNamespace  string       `json:"podNamespace,omitempty"`
+	PodName       string       `json:"podName,omitempty"`
+	HostVethIndex int          `json:"hostVethIndex,omitempty"`
+	IPs           []netip.Addr `json:"ips"`
+	// TornDownAt is when the DEL finished the teardown (for the logs).
+	TornDownAt time.Time `json:"tornDownAt"`
+}
+
+// Validate checks what ipamd relies on.
+func (r Record) Validate() error {
+	switch {
+	case r.Version != Version:
+		return fmt.Errorf("version %q, want %q", r.Version, Version)
+	case r.NetworkName == "" || r.ContainerID == "" || r.IfName == "":
+		return errors.New("networkName, containerID and ifName are required")
+	case len(r.IPs) == 0 || len(r.IPs) > maxIPs:
+		return fmt.Errorf("%d addresses, want 1 to %d", len(r.IPs), maxIPs)
+	case r.HostVethIndex < 0:
+		return fmt.Errorf("hostVethIndex %d is negative", r.HostVethIndex)
+	}
+	for _, ip := range r.IPs {
+		if !ip.IsValid() || ip.Zone() != "" || ip.Is4In6() {
+			return fmt.Errorf("address %q is not a plain IPv4 or IPv6 address", ip)
+		}
+	}
+	return nil
+}
+
+// Name is the record's file name: one per attachment, so a retried DEL
+// replaces its own record instead of adding one.
+func (r Record) Name() string {
+	h := sha256.Sum256([]byte(r.NetworkName + "\x00" + r.ContainerID + "\x00" + r.IfName))
+	return hex.EncodeToString(h[:16]) + ".json"
+}
+
+// DirFor is the queue directory of the ipamd serving on socketPath.
+func DirFor(socketPath string) string {
+	return filepath.Join(filepath.Dir(socketPath), "release-queue")
+}
+
+// Queue is a queue directory.
+type Queue struct {
+	Dir string
+	Max int // zero: DefaultMax
+}
+
+func (q Queue) max() int {
+	if q.Max > 0 {
+		return q.Max
+	}
+	return DefaultMax
+}
+
+// Append writes r durably, replacing the attachment's earlier record.
+func (q Queue) Append(r Record) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("release record: %w", err)
+	}
+	if err := os.MkdirAll(q.Dir, 0o700); err != nil {
+		return fmt.Errorf("release queue: %w", err)
+	}
+	name := r.Name()
+	names, err := q.names()
+	if err != nil {
+		return err
+	}
+	if len(names) >= q.max() && !slices.Contains(names, name) {
+		return fmt.Errorf("%w: %d records in %s (ipamd drains it when it starts)", ErrFull, len(names), q.Dir)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(q.Dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("release queue: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename: not found
+	if err := writeSync(tmp, b); err != nil {
+		return fmt.Errorf("release queue: write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(q.Dir, name)); err != nil {
+		return fmt.Errorf("release queue: %w", err)
+	}
+	return syncDir(q.Dir)
+}
+
+func writeSync(f *os.File, b []byte) error {
+	_, werr := f.Write(b)
+	serr := f.Sync()
+	cerr := f.Close()
+	return errors.Join(werr, serr, cerr)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Remove deletes the record of the attachment, if there is one.
+func (q Queue) Remove(networkName, containerID, ifName string) error {
+	r := Record{NetworkName: networkName, ContainerID: containerID, IfName: ifName}
+	return q.RemoveFile(r.Name())
+}
+
+// RemoveFile deletes one record file (a name List returned).
+func (q Queue) RemoveFile(name string) error {
+	if filepath.Base(name) != name || !strings.HasSuffix(name, ".json") {
+		return fmt.Errorf("release queue: %q is not a record name", name)
+	}
+	err := os.Remove(filepath.Join(q.Dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Entry is one record file as List read it.
+type Entry struct {
+	Name   string
+	Record Record
+}
+
+// BadRecordError names a file of the queue that is not a valid record.
+type BadRecordError struct {
+	Path string
+	Err  error
+}
+
+func (e *BadRecordError) Error() string {
+	return fmt.Sprintf("release queue: %s is not a valid record: %v", e.Path, e.Err)
+}
+func (e *BadRecordError) Unwrap() error { return e.Err }
+
+// List reads every record, in name order. A file that is not a valid
+// record is returned as a BadRecordError among errs, and the rest are
+// still read. A missing directory is an empty queue.
+func (q Queue) List() (entries []Entry, errs []error) {
+	names, err := q.names()
+	if err != nil {
+		return nil, []error{err}
+	}
+	for _, n := range names {
+		r, err := readRecord(filepath.Join(q.Dir, n))
+		if err != nil {
+			errs = append(errs, &BadRecordError{Path: filepath.Join(q.Dir, n), Err: err})
+			continue
+		}
+		if r.Name() != n {
+			errs = append(errs, &BadRecordError{Path: filepath.Join(q.Dir, n), Err: fmt.Errorf("its attachment's record is named %s", r.Name())})
+			continue
+		}
+		entries = append(entries, Entry{Name: n, Record: r})
+	}
+	return entries, errs
+}
+
+// SetAside renames a bad record so that it is neither drained again nor
+// counted, and stays for an operator to read.
+func (q Queue) SetAside(name string) error {
+	if filepath.Base(name) != name || !strings.HasSuffix(name, ".json") {
+		return fmt.Errorf("release queue: %q is not a record name", name)
+	}
+	return os.Rename(filepath.Join(q.Dir, name), filepath.Join(q.Dir, name+".bad"))
+}
+
+func readRecord(path string) (Record, error) {
+	var r Record
+	f, err := os.Open(path)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return r, err
+	}
+	if len(b) > maxRecordBytes {
+		return r, fmt.Errorf("over %d bytes", maxRecordBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, err
+	}
+	return r, r.Validate()
+}
+
+// names are the record files, sorted.
+func (q Queue) names() ([]string, error) {
+	des, err := os.ReadDir(q.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release queue: %w", err)
+	}
+	var out []string
+	for _, de := range des {
+		if n := de.Name(); de.Type().IsRegular() && strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
