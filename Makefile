@@ -22,7 +22,8 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 
 ## tools: install what the suites need, only what is missing (one line per
-## tool: found, installed or built): protoc, ip, containerd, runc, iptables
+## tool: found, installed or built): protoc, ip, containerd, runc, iptables,
+## podman
 ## from Debian (apt-get, root); crictl and containerd 2.4.2 built from the
 ## Go module proxy at the versions below into $(TOOLS_CACHE), once.
 ## VPCCNI_INSTALL=0 installs nothing: a missing tool then stops here, named

@@ -268,7 +268,7 @@ func FuzzDecodeCleanupState(f *testing.F) {
 // fzCheckCleanupState states what a decoded state may name.
 func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName string) {
 	t.Helper()
-	res, err := current.NewResultFromResult(conf.PrevResult)
+	res, err := current.NewResultFromResult(conf.PrevResult.result)
 	if err != nil {
 		t.Fatalf("decoded a prevResult that does not convert: %v", err)
 	}
