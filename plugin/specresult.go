@@ -20,22 +20,31 @@ import (
 //
 //	interfaces[0] {name: <host veth>, mac: <its MAC>}
 //	interfaces[1] {name: <CNI_IFNAME>, mac: <its MAC>, sandbox: <netns>}
+//	interfaces[2] {name: vlan.eth.<id>, mac: <its MAC>}   branch pods only
 //	ips[*]        {interface: 1, address: <IP>/32 or /128, gateway: 169.254.1.1 or fe80::1}
 //	routes        the pod's default route(s) through that gateway
 //
-// It cannot carry the route table, the device or a branch pod's VLAN: a
-// DEL reading it leaves the table to the node (the driver's teardown
-// takes an address's tables from the ENIs whose subnets hold it), and for
-// a branch pod relies on ipamd's record and the pod's namespace, as it
-// does without a prevResult. The reference cannot read it back.
+// It cannot carry the route table or the device: a DEL reading it leaves
+// the table to the node (the driver's teardown takes an address's tables
+// from the ENIs whose subnets hold it). A branch pod's VLAN link is an
+// interface the ADD made on the node, so it is listed under its own name,
+// and its name is how a DEL learns the VLAN: without it, the first source
+// of a strict branch pod would name no VLAN, and its DEL would leave the
+// VLAN link and its iif rules behind (ipamd's release reply comes too
+// late to add them, the address being torn down already). The reference
+// cannot read this format back.
 
 // encodeSpecResult builds the spec-format ADD result from the pod's
-// interfaces as the kernel shows them after setup.
-func encodeSpecResult(pod driver.Pod, netns string, hostMAC, podMAC net.HardwareAddr) *current.Result {
+// interfaces as the kernel shows them after setup (vlanMAC: a branch
+// pod's VLAN link's).
+func encodeSpecResult(pod driver.Pod, netns string, hostMAC, podMAC, vlanMAC net.HardwareAddr) *current.Result {
 	r := &current.Result{CNIVersion: current.ImplementedSpecVersion, Interfaces: []*current.Interface{
 		{Name: pod.HostVeth, Mac: macString(hostMAC)},
 		{Name: pod.ContainerIf, Mac: macString(podMAC), Sandbox: netns},
 	}}
+	if pod.Branch != nil {
+		r.Interfaces = append(r.Interfaces, &current.Interface{Name: pod.Branch.VlanLink(), Mac: macString(vlanMAC)})
+	}
 	var v4, v6 bool
 	for _, ip := range pod.IPs {
 		idx := 1
@@ -72,12 +81,21 @@ func specResult(host, pod kernel.API, p driver.Pod, netns string) (*current.Resu
 	if err != nil {
 		return nil, fmt.Errorf("read %s in the pod for the result: %w", p.ContainerIf, err)
 	}
-	return encodeSpecResult(p, netns, hl.HardwareAddr, cl.HardwareAddr), nil
+	var vlanMAC net.HardwareAddr
+	if p.Branch != nil {
+		vl, err := host.LinkByName(p.Branch.VlanLink())
+		if err != nil {
+			return nil, fmt.Errorf("read VLAN link %s for the result: %w", p.Branch.VlanLink(), err)
+		}
+		vlanMAC = vl.HardwareAddr
+	}
+	return encodeSpecResult(p, netns, hl.HardwareAddr, cl.HardwareAddr, vlanMAC), nil
 }
 
 // decodeSpecState reads the cleanup state out of a spec-format result:
 // the addresses from ips, the host veth and the container interface from
-// interfaces; the table, the device and the VLAN are unknown. A result in
+// interfaces, and a branch pod's VLAN from its VLAN link's name; the
+// table (but a VLAN's) and the device are unknown. A result in
 // the reference format (a dummy interface, a number where a MAC belongs)
 // is refused, naming the format, as is a "mac" that is not a MAC.
 func decodeSpecState(res *current.Result, ci int, podNS, podName, vethPrefix string) (*CleanupState, error) {
@@ -107,7 +125,27 @@ func decodeSpecState(res *current.Result, ci int, podNS, podName, vethPrefix str
 	if st.Pod.HostVeth, err = hostVeth(res, ci, podNS, podName, vethPrefix); err != nil {
 		return nil, err
 	}
-	if st.Pod.IPs, err = podIPs(res, ci, ownership.TableUnknown); err != nil {
+	table := ownership.TableUnknown
+	for i, itf := range res.Interfaces {
+		// Names that are no valid VLAN link's are another plugin's
+		// interfaces, as any other name.
+		id, ok := 0, false
+		if itf != nil && itf.Sandbox == "" {
+			id, ok = ownership.VlanLinkID(itf.Name)
+		}
+		switch {
+		case !ok:
+		case !ownership.ValidVlan(id):
+			return nil, badPrev("interfaces[%d] %s: VLAN %d is not a branch ENI's", i, itf.Name, id)
+		case st.VlanID != 0 && st.VlanID != id:
+			return nil, badPrev("interfaces name VLAN links %d and %d: a pod has one branch ENI", st.VlanID, id)
+		default:
+			st.VlanID = id
+			st.Pod.Branch = &driver.Branch{VlanID: id}
+			table = ownership.VlanTable(id)
+		}
+	}
+	if st.Pod.IPs, err = podIPs(res, ci, table); err != nil {
 		return nil, err
 	}
 	return st, nil
