@@ -90,6 +90,7 @@ func findTools() {
 		tools.crictl = look("crictl")
 	}
 	tools.containerd2 = findContainerd2()
+	findPodman()
 	if len(missing) > 0 {
 		gate("the containerd e2e suite needs " + strings.Join(missing, ", ") +
 			": run make tools (apt-get install containerd runc iptables; crictl is built from the Go module proxy)")
