@@ -372,7 +372,9 @@ const podmanCNIArgs = "K8S_POD_NAMESPACE=" + podmanNamespace
 
 // containersConf is podman's configuration: the CNI backend with the
 // suite's plugins and the node's network dir; cgroupfs (no systemd); file
-// events and locks in its own dirs; the ulimits this machine needs. conmon
+// events and locks in its own dirs; ulimits this process may set (with
+// podman's defaults runc fails: "error setting rlimit type 7: operation
+// not permitted"). conmon
 // runs podman's cleanup of an exited container with conmon_env_vars as its
 // environment: $CNI_ARGS goes there too, or that DEL would not name the
 // pod's namespace.
