@@ -22,7 +22,8 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 
 ## tools: install what the suites need, only what is missing (one line per
-## tool: found, installed or built): protoc, ip, containerd, runc, iptables
+## tool: found, installed or built): protoc, ip, containerd, runc, iptables,
+## podman
 ## from Debian (apt-get, root); crictl and containerd 2.4.2 built from the
 ## Go module proxy at the versions below into $(TOOLS_CACHE), once.
 ## VPCCNI_INSTALL=0 installs nothing: a missing tool then stops here, named
@@ -93,9 +94,10 @@ integration:
 
 ## e2e: containerd 1.6 (CNI 1.0.0) and 2.4.2 (CNI 1.1.0, STATUS through
 ## crictl info) drive vpc-cni + portmap through the CRI (crictl runp, stopp,
-## rmp) against ipamd, in a node namespace (root). Needs containerd, runc,
-## iptables, crictl ($CRICTL) and containerd 2.4.2 ($CONTAINERD2_DIR), which
-## `make tools` installs; without them it fails, naming what is missing.
+## rmp) against ipamd, in a node namespace (root); podman 4.3 runs, stops and
+## removes containers on vpc-cni (resultFormat spec). Needs containerd, runc,
+## iptables, podman, crictl ($CRICTL) and containerd 2.4.2 ($CONTAINERD2_DIR),
+## which `make tools` installs; without them it fails, naming what is missing.
 e2e:
 	@mkdir -p $(REPORTS)
 	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./e2e

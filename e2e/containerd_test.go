@@ -329,8 +329,12 @@ func (c *cri) stop() {
 			<-c.exited
 		}
 	}
-	pids := c.procs()
-	groups := c.cgroupDirs()
+	reap(c.procs(), c.cgroupDirs())
+}
+
+// reap kills what is left of a runtime's process tree (pids, and the
+// processes in its cgroups) and removes the cgroups.
+func reap(pids []int, groups []string) {
 	for _, g := range groups {
 		b, _ := os.ReadFile(filepath.Join(g, "cgroup.procs"))
 		for _, f := range strings.Fields(string(b)) {

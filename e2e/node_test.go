@@ -37,18 +37,21 @@ type node struct {
 	instanceType string
 	ipamdArgs    []string
 	cri          *cri
-	plugin       string // containerd's network: "vpc-cni" or "ptp"
-	runtime      string // containerd16 or containerd24
+	pm           *podman // the node's podman (runtime podman43): no daemon, run per command
+	plugin       string  // containerd's network: "vpc-cni" or "ptp"
+	runtime      string  // containerd16, containerd24 or podman43
 	// journal is vpc-cni's journalFile ("" for none): the record of every
 	// verb, STATUS included (the plugin log has no line for STATUS).
 	journal string
 }
 
-// The containerd a node runs: Debian's 1.6 (CNI up to 1.0.0) or 2.4 from
-// $CONTAINERD2_DIR (CNI 1.1.0: it calls STATUS on the CRI Status call).
+// The runtime a node runs: Debian's containerd 1.6 (CNI up to 1.0.0), 2.4
+// from $CONTAINERD2_DIR (CNI 1.1.0: it calls STATUS on the CRI Status
+// call), or Debian's podman 4.3 (CNI up to 1.0.0; podman_test.go).
 const (
 	containerd16 = "containerd 1.6"
 	containerd24 = "containerd 2.4"
+	podman43     = "podman 4.3"
 )
 
 func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
@@ -56,8 +59,9 @@ func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect
 
 // newNode builds the node namespace (ENIs eth0 and eth1: veth pairs, since
 // this kernel has no dummy links, with their peers beside them so they
-// have carrier), starts ipamd and containerd in it; containerd's network
-// is vpc-cni chained with portmap.
+// have carrier), starts ipamd and containerd in it (a podman node has no
+// daemon: startPodman prepares it); containerd's network is vpc-cni
+// chained with portmap.
 func newNode(instanceType string, ipamdArgs ...string) *node {
 	return newNodeFor("vpc-cni", instanceType, ipamdArgs...)
 }
@@ -106,7 +110,9 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	Expect(testns.PlugENIs(n.host)).To(Succeed())
 
 	n.startIpamd(instanceType, ipamdArgs...)
-	n.startContainerd()
+	if n.runtime != podman43 {
+		n.startContainerd()
+	}
 	return n
 }
 

@@ -21,14 +21,22 @@ import (
 // sandbox is a pod sandbox containerd runs for crictl runp.
 type sandbox struct {
 	id, name string
+	ns       string // the pod's namespace in CNI_ARGS; "" is podNamespace
 	ip       netip.Addr
 	pid      int // the pause process: its /proc/PID/ns/net is the pod's namespace
 }
 
 const podNamespace = "default"
 
-func (s *sandbox) hostVeth() string { return ownership.HostVeth("eni", podNamespace, s.name) }
-func (s *sandbox) netns() string    { return fmt.Sprintf("/proc/%d/ns/net", s.pid) }
+func (s *sandbox) hostVeth() string { return ownership.HostVeth("eni", s.namespace(), s.name) }
+
+func (s *sandbox) namespace() string {
+	if s.ns == "" {
+		return podNamespace
+	}
+	return s.ns
+}
+func (s *sandbox) netns() string { return fmt.Sprintf("/proc/%d/ns/net", s.pid) }
 
 // portMapping is one of the CRI's PodSandboxConfig.port_mappings (TCP).
 type portMapping struct {
@@ -36,7 +44,8 @@ type portMapping struct {
 	HostPort      int `json:"host_port"`
 }
 
-// timings are the CRI calls' durations, reported at the end of a spec.
+// timings are the CRI calls' (or podman commands') durations, reported at
+// the end of a spec.
 type timings map[string][]time.Duration
 
 func (t timings) add(verb string, d time.Duration) { t[verb] = append(t[verb], d) }
@@ -108,9 +117,9 @@ func (n *node) rmp(t timings, s *sandbox) {
 	Expect(err).To(HaveOccurred(), "the sandbox is gone")
 }
 
-// report prints the CRI calls' timings of the spec.
+// report prints the CRI calls' (or podman commands') timings of the spec.
 func (t timings) report() {
-	for _, verb := range []string{"runp", "stopp", "rmp"} {
+	for _, verb := range []string{"runp", "stopp", "rmp", "podman run", "podman stop", "podman rm"} {
 		if len(t[verb]) > 0 {
 			fmt.Fprintf(GinkgoWriter, "%s: %v\n", verb, t[verb])
 			AddReportEntry(verb, fmt.Sprint(t[verb]))
@@ -173,7 +182,7 @@ func (n *node) expectUp(s *sandbox, table int) {
 		WithTransform(func(nb kernel.Neigh) string { return nb.HardwareAddr.String() }, Equal(hv.HardwareAddr.String())),
 		WithTransform(func(nb kernel.Neigh) int { return nb.State & kernel.NeighStatePermanent }, Equal(kernel.NeighStatePermanent)))))
 
-	Expect(n.allocations()).To(ContainElement(allocation{ContainerID: s.id, Pod: podNamespace + "/" + s.name, IP: s.ip.String()}))
+	Expect(n.allocations()).To(ContainElement(allocation{ContainerID: s.id, Pod: s.namespace() + "/" + s.name, IP: s.ip.String()}))
 }
 
 // expectGone: nothing of the pod is left on the node: no rule or route

@@ -5,12 +5,14 @@
 // portmap plugin, against the real ipamd binary. containerd and
 // ipamd run inside a node network namespace the suite creates (with veth
 // stand-ins for the ENIs), containerd in a private mount namespace of its
-// own; the pods' namespaces are containerd's. The machine's own network
-// namespace is never touched, and everything is removed pass or fail.
+// own; the pods' namespaces are containerd's. Debian's podman 4.3 drives
+// vpc-cni the same way, with resultFormat "spec" (podman_test.go). The
+// machine's own network namespace is never touched, and everything is
+// removed pass or fail.
 //
 // The suite installs nothing: `make tools` does (containerd, runc,
-// iptables from Debian; crictl and containerd 2.4 from the Go module
-// proxy, named by $CRICTL and $CONTAINERD2_DIR). Without them it fails,
+// iptables, podman from Debian; crictl and containerd 2.4 from the Go
+// module proxy, named by $CRICTL and $CONTAINERD2_DIR). Without them it fails,
 // saying what is missing and what installs it: never a skip, which would
 // let a run that tested nothing pass.
 package e2e
@@ -90,6 +92,7 @@ func findTools() {
 		tools.crictl = look("crictl")
 	}
 	tools.containerd2 = findContainerd2()
+	findPodman()
 	if len(missing) > 0 {
 		gate("the containerd e2e suite needs " + strings.Join(missing, ", ") +
 			": run make tools (apt-get install containerd runc iptables; crictl is built from the Go module proxy)")

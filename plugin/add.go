@@ -7,6 +7,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -77,23 +78,39 @@ func (p *Plugin) add(args *skel.CmdArgs) (types.Result, error) {
 	inv.log.Info("ipamd assigned", "ips", podNet.IPs, "device", device)
 
 	if err := p.env.Driver.Setup(host, pod, podNet); err != nil {
-		inv.log.Error("setup failed, rolling back", "error", err)
-		if _, terr := p.env.Driver.Teardown(host, pod, podNet); terr != nil {
-			// Keep the address: its objects are still in the kernel, and a
-			// released address could be handed to a new pod. The DEL the
-			// runtime sends after a failed ADD releases it.
-			inv.log.Error("rollback incomplete; keeping the address until DEL", "error", terr)
-		} else {
-			p.releaseAfterFailedAdd(inv)
-		}
+		p.rollback(inv, host, pod, podNet, "setup failed", err)
 		return nil, cniError(ErrSetupFailed, "failed to set up the pod network", err)
 	}
 	if err := p.env.Failpoints.Trigger(FailAddResult); err != nil {
 		return nil, cniError(ErrSetupFailed, "failed after setting up the pod network", err)
 	}
-	res := encodeResult(podNet, args.Netns, device, inv.podNS, inv.podName)
-	inv.log.Info("pod added", "hostVeth", podNet.HostVeth, "ips", podNet.IPs)
+	var res *current.Result
+	if inv.conf.ResultFormat == ResultFormatSpec {
+		if res, err = specResult(host, pod, podNet, args.Netns); err != nil {
+			// Without its result the runtime would not know the pod's
+			// network: undo it as a failed setup.
+			p.rollback(inv, host, pod, podNet, "cannot write the spec-format result", err)
+			return nil, cniError(ErrSetupFailed, "failed to read the pod's interfaces for the result", err)
+		}
+	} else {
+		res = encodeResult(podNet, args.Netns, device, inv.podNS, inv.podName)
+	}
+	inv.log.Info("pod added", "hostVeth", podNet.HostVeth, "ips", podNet.IPs, "resultFormat", inv.conf.ResultFormat)
 	return res.GetAsVersion(inv.conf.CNIVersion)
+}
+
+// rollback removes what a failed ADD made and returns the address, unless
+// the removal is incomplete.
+func (p *Plugin) rollback(inv *invocation, host, pod kernel.API, podNet driver.Pod, why string, err error) {
+	inv.log.Error(why+", rolling back", "error", err)
+	if _, terr := p.env.Driver.Teardown(host, pod, podNet); terr != nil {
+		// Keep the address: its objects are still in the kernel, and a
+		// released address could be handed to a new pod. The DEL the
+		// runtime sends after a failed ADD releases it.
+		inv.log.Error("rollback incomplete; keeping the address until DEL", "error", terr)
+	} else {
+		p.releaseAfterFailedAdd(inv)
+	}
 }
 
 func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {

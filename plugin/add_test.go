@@ -49,7 +49,7 @@ func TestAddBuildsPodAndResult(t *testing.T) {
 				t.Fatalf("result version %s, want %s", res.Version(), ver)
 			}
 			// The result decodes back to the same teardown state.
-			st, err := decodeCleanupState(res, "eth0", "default", "web-1", "eni")
+			st, err := decodeCleanupState(inFormat(ResultFormatReference, res), "eth0", "default", "web-1", "eni")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func TestDecodeReferenceResults(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, err := decodeCleanupState(c.res, "eth0", "default", "web-1", "eni")
+			st, err := decodeCleanupState(inFormat(ResultFormatReference, c.res), "eth0", "default", "web-1", "eni")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,7 @@ func TestAddBranchENI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := decodeCleanupState(res, "eth0", "default", "web-1", "eni")
+			st, err := decodeCleanupState(inFormat(ResultFormatReference, res), "eth0", "default", "web-1", "eni")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/golang/mock/gomock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -115,4 +116,10 @@ type unimplementedInventory struct{ rpc.InventoryClient }
 
 func (unimplementedInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest, ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "unknown service vpccni.Inventory")
+}
+
+// inFormat tags a result with the resultFormat it is to be read in, as
+// LoadNetConf tags a prevResult with the netconf's.
+func inFormat(format string, r types.Result) *formattedResult {
+	return &formattedResult{result: r, format: format}
 }

@@ -143,6 +143,16 @@ var hostileCases = []hostileCase{
 	// would release the address with its rule 1536 still there.
 	{name: "container mac 100 for a pod in table 2 (the node's table wins)", victimDevice: 1, craft: setTable("100", "0", "1"), want: clean},
 
+	// The spec result format where the netconf says reference (the
+	// default): real MACs, no dummy. Refused, naming both formats.
+	{name: "the spec result format (real MACs, no dummy)", victimDevice: 1,
+		craft: func(_ *hostileWorld, p map[string]any) any {
+			itf(p, 0)["mac"] = "0a:58:0a:00:02:0b"
+			itf(p, 1)["mac"] = "0a:58:0a:00:02:0c"
+			p["interfaces"] = ifaces(p)[:2]
+			return p
+		}, want: rejected},
+
 	// Size and shape.
 	{name: "50 interfaces (addresses on other interfaces are ignored)", victimDevice: 1, craft: padded(50), want: clean},
 	{name: "65 interfaces (over the limit of 64)", victimDevice: 1, craft: padded(65), want: rejected},

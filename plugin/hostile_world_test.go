@@ -105,6 +105,8 @@ func (p *hostilePod) cmdArgs(stdin []byte) *skel.CmdArgs {
 }
 
 type hostileWorld struct {
+	// format is the netconf's resultFormat, for the ADDs and the DEL.
+	format        string
 	k             *model.Kernel
 	node          kernel.API
 	ipamd         *fakeIpamd
@@ -165,7 +167,13 @@ func noOwnershipCheck() driver.Networker {
 // extra rules are added with the foreign ones.
 func newHostileWorld(t *testing.T, drv driver.Networker, victimDevice int, extra ...kernel.Rule) *hostileWorld {
 	t.Helper()
-	w := &hostileWorld{k: model.New(), ipamd: &fakeIpamd{alloc: map[string]*rpc.IPAllocationMetadata{
+	return newHostileWorldIn(t, ResultFormatReference, drv, victimDevice, extra...)
+}
+
+// newHostileWorldIn is newHostileWorld with the netconf's resultFormat.
+func newHostileWorldIn(t *testing.T, format string, drv driver.Networker, victimDevice int, extra ...kernel.Rule) *hostileWorld {
+	t.Helper()
+	w := &hostileWorld{format: format, k: model.New(), ipamd: &fakeIpamd{alloc: map[string]*rpc.IPAllocationMetadata{
 		neighName: {IPv4Addr: "10.0.2.12", DeviceNumber: 1, RouteTableId: 2},
 	}}}
 	w.neigh = &hostilePod{name: neighName, netns: "/var/run/netns/" + neighName, ip: "10.0.2.12"}
@@ -214,7 +222,7 @@ func newHostileWorld(t *testing.T, drv driver.Networker, victimDevice int, extra
 	for _, p := range []*hostilePod{w.neigh, w.victim} {
 		must(w.k.AddNamespace(p.netns))
 		before := w.snap(t, hostileNode)
-		res, err := w.p.Add(p.cmdArgs(hostileConf(t, nil)))
+		res, err := w.p.Add(p.cmdArgs(hostileConf(t, w.format, nil)))
 		if err != nil {
 			t.Fatalf("ADD %s: %v", p.name, err)
 		}
@@ -235,8 +243,8 @@ func newHostileWorld(t *testing.T, drv driver.Networker, victimDevice int, extra
 	return w
 }
 
-func hostileConf(t *testing.T, prev any) []byte {
-	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms"}
+func hostileConf(t *testing.T, format string, prev any) []byte {
+	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms", "resultFormat": format}
 	if prev != nil {
 		c["prevResult"] = prev
 	}
@@ -296,7 +304,7 @@ func (w *hostileWorld) del(t *testing.T, prev any) hostileRun {
 	t.Helper()
 	var r hostileRun
 	r.node[0], r.neighNS[0], r.victimNS[0] = w.snap(t, hostileNode), w.snap(t, w.neigh.netns), w.snap(t, w.victim.netns)
-	r.err = w.p.Del(w.victim.cmdArgs(hostileConf(t, prev)))
+	r.err = w.p.Del(w.victim.cmdArgs(hostileConf(t, w.format, prev)))
 	r.node[1], r.neighNS[1], r.victimNS[1] = w.snap(t, hostileNode), w.snap(t, w.neigh.netns), w.snap(t, w.victim.netns)
 	r.released = slices.Clone(w.ipamd.released)
 	r.victimLines, r.neighLines = w.victim.lines, w.neigh.lines

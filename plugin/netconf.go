@@ -37,6 +37,19 @@ const (
 	ModeStandard    = "standard"
 )
 
+// Result formats (resultFormat): how the ADD result carries the cleanup
+// state, and so how a prevResult is read back (docs/architecture.md#result-formats).
+const (
+	// ResultFormatReference is the reference's layout: the route table in
+	// the container interface's "mac", a dummy<hash> interface with the
+	// VLAN id and device number. Interchangeable with the reference; a
+	// strict libcni caller (podman) refuses it.
+	ResultFormatReference = "reference"
+	// ResultFormatSpec is a result every field of which means what the CNI
+	// spec says: real MACs, names and sandboxes, no dummy interface.
+	ResultFormatSpec = "spec"
+)
+
 // NetConf is the plugin's configuration as it appears in the conflist.
 // Field names are the reference's, plus ipamdAddress and ipamdTimeout.
 type NetConf struct {
@@ -51,6 +64,15 @@ type NetConf struct {
 	// JournalFile, when set, gets one JSON line per invocation
 	// (plugin/journal); read by journaled before the verb parses the rest.
 	JournalFile string `json:"journalFile,omitempty"`
+	// ResultFormat is ResultFormatReference (the default) or
+	// ResultFormatSpec.
+	ResultFormat string `json:"resultFormat,omitempty"`
+	// PrevResult shadows types.NetConf's: the prevResult (nil without one)
+	// tagged with ResultFormat, since it must be read in the format the
+	// netconf says its ADD wrote (decodeCleanupState). Not a types.Result,
+	// so that nothing converts it without its format by mistake; the
+	// library's parse stays in NetConf.NetConf.PrevResult.
+	PrevResult *formattedResult `json:"-"`
 
 	// Parsed values.
 	mtu     int
@@ -59,7 +81,9 @@ type NetConf struct {
 
 // LoadNetConf parses and validates stdin. A JSON error is a decoding
 // failure (CNI code 6); a bad value is an invalid network config (code 7).
-// The prevResult, if any, is parsed here too (conf.PrevResult).
+// The prevResult, if any, is parsed here too (conf.PrevResult), and
+// tagged with the netconf's resultFormat: it must be read in the format
+// the netconf says its ADD wrote.
 func LoadNetConf(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
@@ -72,6 +96,7 @@ func LoadNetConf(stdin []byte) (*NetConf, error) {
 		if err := version.ParsePrevResult(&conf.NetConf); err != nil {
 			return nil, types.NewError(types.ErrDecodingFailure, "failed to parse prevResult", err.Error())
 		}
+		conf.PrevResult = &formattedResult{result: conf.NetConf.PrevResult, format: conf.ResultFormat}
 	}
 	return conf, nil
 }
@@ -100,6 +125,13 @@ func (c *NetConf) validate() error {
 	case ModeStrict, ModeStandard:
 	default:
 		return fmt.Errorf("podSGEnforcingMode %q is neither %q nor %q", c.PodSGEnforcingMode, ModeStrict, ModeStandard)
+	}
+	switch c.ResultFormat {
+	case "":
+		c.ResultFormat = ResultFormatReference
+	case ResultFormatReference, ResultFormatSpec:
+	default:
+		return fmt.Errorf("resultFormat %q is neither %q (the default) nor %q", c.ResultFormat, ResultFormatReference, ResultFormatSpec)
 	}
 	if _, err := parseLevel(c.PluginLogLevel); err != nil {
 		return err

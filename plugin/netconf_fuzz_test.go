@@ -51,6 +51,8 @@ func FuzzLoadNetConf(f *testing.F) {
 		`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","ipamdAddress":"[::1]:50051"}`,
 		`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","ipamdAddress":"unix:///run/ipamd.sock","ipamdTimeout":"5m"}`,
 		`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x"}]}}`,
+		`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","resultFormat":"spec"}`,
+		`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni","resultFormat":"reference"}`,
 		// Rejected ones, one per rule.
 		`{"name":"aws-cni","type":"vpc-cni"}`,
 		`{"cniVersion":"1.0.0","vethPrefix":"toolong"}`,
@@ -59,6 +61,7 @@ func FuzzLoadNetConf(f *testing.F) {
 		`{"cniVersion":"1.0.0","mtu":"9002"}`,
 		`{"cniVersion":"1.0.0","mtu":"0x1000"}`,
 		`{"cniVersion":"1.0.0","podSGEnforcingMode":"lax"}`,
+		`{"cniVersion":"1.0.0","resultFormat":"Spec"}`,
 		`{"cniVersion":"1.0.0","pluginLogLevel":"loud"}`,
 		`{"cniVersion":"1.0.0","ipamdAddress":"10.0.0.1:50051"}`,
 		`{"cniVersion":"1.0.0","ipamdAddress":"unix://relative.sock"}`,
@@ -95,7 +98,7 @@ func FuzzLoadNetConf(f *testing.F) {
 			"cniVersion": conf.CNIVersion, "name": conf.Name, "type": conf.Type,
 			"vethPrefix": conf.VethPrefix, "mtu": strconv.Itoa(conf.MTUValue()),
 			"podSGEnforcingMode": conf.PodSGEnforcingMode, "pluginLogLevel": conf.PluginLogLevel,
-			"ipamdAddress": conf.IpamdAddress, "ipamdTimeout": conf.Timeout().String(),
+			"ipamdAddress": conf.IpamdAddress, "ipamdTimeout": conf.Timeout().String(), "resultFormat": conf.ResultFormat,
 		})
 		if err != nil {
 			t.Fatalf("encoding an accepted config: %v", err)
@@ -106,7 +109,8 @@ func FuzzLoadNetConf(f *testing.F) {
 		}
 		if again.Name != conf.Name || again.CNIVersion != conf.CNIVersion || again.VethPrefix != conf.VethPrefix ||
 			again.IpamdAddress != conf.IpamdAddress || again.MTUValue() != conf.MTUValue() ||
-			again.Timeout() != conf.Timeout() || again.PodSGEnforcingMode != conf.PodSGEnforcingMode {
+			again.Timeout() != conf.Timeout() || again.PodSGEnforcingMode != conf.PodSGEnforcingMode ||
+			again.ResultFormat != conf.ResultFormat {
 			t.Fatalf("round trip changed the config:\nfirst  %+v\nsecond %+v", conf, again)
 		}
 	})
@@ -143,6 +147,12 @@ func fzCheckNetConf(t *testing.T, c *NetConf) {
 	}
 	if c.PodSGEnforcingMode != ModeStrict && c.PodSGEnforcingMode != ModeStandard {
 		t.Fatalf("accepted podSGEnforcingMode %q", c.PodSGEnforcingMode)
+	}
+	if c.ResultFormat != ResultFormatReference && c.ResultFormat != ResultFormatSpec {
+		t.Fatalf("accepted resultFormat %q", c.ResultFormat)
+	}
+	if (c.NetConf.PrevResult == nil) != (c.PrevResult == nil) || (c.PrevResult != nil && c.PrevResult.format != c.ResultFormat) {
+		t.Fatalf("the prevResult is not tagged with the netconf's resultFormat %q: %+v", c.ResultFormat, c.PrevResult)
 	}
 	fzCheckLocalIpamd(t, c.IpamdAddress)
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,42 @@ func TestNetConfNumericRanges(t *testing.T) {
 		want := map[string]string{"mtu": "between 576 and 9001", "ipamdTimeout": "between " + MinIpamdTimeout.String() + " and " + (5 * time.Minute).String()}[c.field]
 		if !strings.Contains(e.Details, want) {
 			t.Errorf("%s %q: %q does not give the range %q", c.field, c.value, e.Details, want)
+		}
+	}
+}
+
+// TestNetConfResultFormat: resultFormat is "reference" (also when left
+// out) or "spec"; anything else is code 7 naming the field, the value and
+// both allowed values, and LoadNetConf returns no configuration to act on.
+func TestNetConfResultFormat(t *testing.T) {
+	for _, c := range []struct{ value, want string }{
+		{"", ResultFormatReference}, {"reference", ResultFormatReference}, {"spec", ResultFormatSpec},
+	} {
+		extra := map[string]any{}
+		if c.value != "" {
+			extra["resultFormat"] = c.value
+		}
+		conf, err := LoadNetConf(netconf(t, extra))
+		if err != nil || conf.ResultFormat != c.want {
+			t.Errorf("resultFormat %q: %v, %+v; want %q", c.value, err, conf, c.want)
+		}
+	}
+	for _, v := range []any{"Spec", "SPEC", " spec", "cni", "ref", "1", 1, true} {
+		conf, err := LoadNetConf(netconf(t, map[string]any{"resultFormat": v}))
+		if conf != nil {
+			t.Errorf("resultFormat %v: a configuration was returned with the error %v", v, err)
+		}
+		e, isCNI := err.(*types.Error)
+		if _, isString := v.(string); !isString {
+			// Not a string at all: the JSON does not decode (code 6).
+			if !isCNI || e.Code != types.ErrDecodingFailure {
+				t.Errorf("resultFormat %v: %v, want code 6", v, err)
+			}
+			continue
+		}
+		if !isCNI || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Details, "resultFormat") ||
+			!strings.Contains(e.Details, fmt.Sprintf("%q", v)) || !strings.Contains(e.Details, `"reference"`) || !strings.Contains(e.Details, `"spec"`) {
+			t.Errorf("resultFormat %q: %v, want code 7 naming the field, the value and \"reference\" and \"spec\"", v, err)
 		}
 	}
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
-// The cleanup state lives in the CNI result exactly as the reference lays
-// it out (docs/reference-facts.md#cleanup-state), so results are interchangeable with it:
+// In the reference result format (the default) the cleanup state lives in
+// the CNI result exactly as the reference lays it out
+// (docs/reference-facts.md#cleanup-state), so results are interchangeable
+// with it:
 //
 //	interfaces[2i]   {name: <host veth>}
 //	interfaces[2i+1] {name: <CNI_IFNAME>, sandbox: <netns>, mac: "<route table>"}
@@ -24,7 +26,8 @@ import (
 //
 // "mac" of the container interface holds the decimal route table id, and
 // the dummy interface (never created in a kernel) carries the VLAN id and,
-// for non-branch pods, the device number.
+// for non-branch pods, the device number. The spec result format
+// (specresult.go) records only what the CNI spec's fields mean.
 
 // Limits on what a decoded state may claim. A result is input the plugin
 // does not control: these keep a forged one from naming kernel objects
@@ -81,46 +84,52 @@ func hostIPNet(a netip.Addr) *net.IPNet {
 }
 
 // DecodeResult reads the cleanup state out of a result as the plugin
-// printed it (a journal's ADD result, a runtime's cached result), with the
-// same checks as a DEL's prevResult.
-func DecodeResult(raw []byte, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
+// printed it in the given resultFormat (a journal's ADD result, a
+// runtime's cached result), with the same checks as a DEL's prevResult.
+func DecodeResult(raw []byte, format, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
 	res, err := create.CreateFromBytes(raw)
 	if err != nil {
 		return nil, badPrev("cannot parse the result: %v", err)
 	}
-	return decodeCleanupState(res, ifName, podNS, podName, vethPrefix)
+	return decodeCleanupState(&formattedResult{result: res, format: format}, ifName, podNS, podName, vethPrefix)
 }
 
-// decodeCleanupState reads the cleanup state out of a prevResult. It never
-// guesses: a value that is present but not what this plugin writes is an
-// error (CNI code 7) and DEL then touches nothing.
-func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
-	res, err := current.NewResultFromResult(prev)
+// formattedResult is a result with the resultFormat it is to be read in
+// (the netconf's, for a prevResult: NetConf.PrevResult).
+type formattedResult struct {
+	result types.Result
+	format string
+}
+
+// decodeCleanupState reads the cleanup state out of a prevResult, in its
+// format. It never guesses: a value that is present but not what this
+// plugin writes is an error (CNI code 7) and DEL then touches nothing.
+func decodeCleanupState(prev *formattedResult, ifName, podNS, podName, vethPrefix string) (*CleanupState, error) {
+	if prev == nil || prev.result == nil {
+		return nil, badPrev("no prevResult")
+	}
+	format := prev.format
+	res, err := current.NewResultFromResult(prev.result)
 	if err != nil {
 		return nil, badPrev("cannot convert to CNI %s: %v", current.ImplementedSpecVersion, err)
 	}
 	if len(res.Interfaces) > maxResultInterfaces {
 		return nil, badPrev("%d interfaces (at most %d)", len(res.Interfaces), maxResultInterfaces)
 	}
+	ci, err := containerInterface(res, ifName)
+	if err != nil {
+		return nil, err
+	}
+	if format == ResultFormatSpec {
+		return decodeSpecState(res, ci, podNS, podName, vethPrefix)
+	}
+	if mac := res.Interfaces[ci].Mac; isMAC(mac) {
+		// A spec-format result (resultFormat "spec") read as a reference one.
+		return nil, wrongFormat(ResultFormatSpec, fmt.Sprintf("%s's mac %q is a MAC address, not a route table", ifName, mac))
+	}
 	st := &CleanupState{DeviceNumber: -1, Pod: driver.Pod{ContainerIf: ifName}}
-	ci := -1
-	for i, itf := range res.Interfaces {
-		if itf != nil && itf.Name == ifName && itf.Sandbox != "" {
-			ci = i
-			break
-		}
-	}
-	if ci < 0 {
-		return nil, badPrev("no interface %q with a sandbox", ifName)
-	}
-	st.Pod.HostVeth = ownership.HostVeth(vethPrefix, podNS, podName)
-	if ci > 0 && res.Interfaces[ci-1] != nil && res.Interfaces[ci-1].Sandbox == "" {
-		hv := res.Interfaces[ci-1].Name
-		if len(hv) > kernel.MaxLinkNameLen || !ownership.HasPodSuffix(hv, podNS, podName) ||
-			ownership.ValidatePrefix(hv[:len(hv)-ownership.SuffixLen]) != nil {
-			return nil, badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, ownership.PodSuffix(podNS, podName, 0))
-		}
-		st.Pod.HostVeth = hv
+	if st.Pod.HostVeth, err = hostVeth(res, ci, podNS, podName, vethPrefix); err != nil {
+		return nil, err
 	}
 	if err := decodeDummy(res, st, podNS, podName); err != nil {
 		return nil, err
@@ -139,6 +148,42 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 		table = vt
 		st.Pod.Branch = &driver.Branch{VlanID: st.VlanID}
 	}
+	if st.Pod.IPs, err = podIPs(res, ci, table); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// containerInterface is the index of the pod's interface: the first named
+// CNI_IFNAME with a sandbox, as the plugin writes it in either format.
+func containerInterface(res *current.Result, ifName string) (int, error) {
+	for i, itf := range res.Interfaces {
+		if itf != nil && itf.Name == ifName && itf.Sandbox != "" {
+			return i, nil
+		}
+	}
+	return -1, badPrev("no interface %q with a sandbox", ifName)
+}
+
+// hostVeth is the host veth the result names (the interface just before
+// the pod's, with no sandbox), or the pod's own name when it names none.
+// A named one must be the pod's: a valid prefix and the pod's hash.
+func hostVeth(res *current.Result, ci int, podNS, podName, vethPrefix string) (string, error) {
+	if ci == 0 || res.Interfaces[ci-1] == nil || res.Interfaces[ci-1].Sandbox != "" {
+		return ownership.HostVeth(vethPrefix, podNS, podName), nil
+	}
+	hv := res.Interfaces[ci-1].Name
+	if len(hv) > kernel.MaxLinkNameLen || !ownership.HasPodSuffix(hv, podNS, podName) ||
+		ownership.ValidatePrefix(hv[:len(hv)-ownership.SuffixLen]) != nil {
+		return "", badPrev("host interface %q is not this pod's veth (%s…%s)", hv, vethPrefix, ownership.PodSuffix(podNS, podName, 0))
+	}
+	return hv, nil
+}
+
+// podIPs are the addresses the result gives the pod's interface, each a
+// pod host address (/32 or /128), with the given table.
+func podIPs(res *current.Result, ci, table int) ([]driver.PodIP, error) {
+	var ips []driver.PodIP
 	for i, ipc := range res.IPs {
 		if ipc == nil || ipc.Interface == nil {
 			continue
@@ -155,9 +200,9 @@ func decodeCleanupState(prev types.Result, ifName, podNS, podName, vethPrefix st
 		if !ok || !ownership.ValidPodAddr(a) || ones != a.BitLen() || (bits != 32 && bits != 128) {
 			return nil, badPrev("ips[%d] %s is not a pod host address (/32 or /128)", i, ipc.Address.String())
 		}
-		st.Pod.IPs = append(st.Pod.IPs, driver.PodIP{Addr: a, Table: table})
+		ips = append(ips, driver.PodIP{Addr: a, Table: table})
 	}
-	return st, nil
+	return ips, nil
 }
 
 func decodeDummy(res *current.Result, st *CleanupState, podNS, podName string) error {

@@ -121,10 +121,16 @@ func fzDatastoreTable(device int32) int {
 // the result, in cniVersion, as the runtime caches it.
 func fzAddPod(tb testing.TB, k *model.Kernel, trunk int, p fzPod, cniVersion, vethPrefix string) types.Result {
 	tb.Helper()
+	return fzAddPodIn(tb, k, trunk, p, cniVersion, vethPrefix, ResultFormatReference)
+}
+
+// fzAddPodIn is fzAddPod with the netconf's resultFormat.
+func fzAddPodIn(tb testing.TB, k *model.Kernel, trunk int, p fzPod, cniVersion, vethPrefix, format string) types.Result {
+	tb.Helper()
 	if !k.HasNamespace(p.netns) {
 		fzMust(tb, k.AddNamespace(p.netns))
 	}
-	conf := map[string]any{"cniVersion": cniVersion, "name": "aws-cni", "type": "vpc-cni", "vethPrefix": vethPrefix}
+	conf := map[string]any{"cniVersion": cniVersion, "name": "aws-cni", "type": "vpc-cni", "vethPrefix": vethPrefix, "resultFormat": format}
 	if p.mode != "" {
 		conf["podSGEnforcingMode"] = p.mode
 	}
@@ -155,8 +161,8 @@ var (
 )
 
 // fzSeedResults are real results of web-1 in every mode and CNI version:
-// the plugin's ADD run on the kernel model.
-func fzSeedResults(tb testing.TB) [][]byte {
+// the plugin's ADD run on the kernel model, in the given resultFormat.
+func fzSeedResults(tb testing.TB, format string) [][]byte {
 	tb.Helper()
 	var out [][]byte
 	for _, p := range []fzPod{
@@ -168,7 +174,7 @@ func fzSeedResults(tb testing.TB) [][]byte {
 	} {
 		for _, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 			k, trunk := fzNewKernel(tb)
-			res := fzAddPod(tb, k, trunk, p, v, ownership.DefaultVethPrefix)
+			res := fzAddPodIn(tb, k, trunk, p, v, ownership.DefaultVethPrefix, format)
 			b, err := json.Marshal(res)
 			fzMust(tb, err)
 			out = append(out, b)
@@ -191,16 +197,32 @@ func fzSeedResults(tb testing.TB) [][]byte {
 //     pod was added: not a neighbour pod's rules, routes, veth or VLAN,
 //     not ipamd's ENI objects.
 //
-// Inputs are the prevResult JSON, the netconf's cniVersion and vethPrefix
-// and CNI_IFNAME; the seeds are real results of the plugin's ADD (see
-// fzSeedResults) and the hand-made files in testdata/fuzz.
+// Inputs are the prevResult JSON, the netconf's cniVersion, vethPrefix
+// and resultFormat, and CNI_IFNAME; the seeds are real results of the
+// plugin's ADD in both formats (see fzSeedResults), each also under the
+// other format's netconf, and the hand-made files in testdata/fuzz.
 func FuzzDecodeCleanupState(f *testing.F) {
-	for _, b := range fzSeedResults(f) {
-		var v struct {
-			CNIVersion string `json:"cniVersion"`
+	for _, format := range []string{ResultFormatReference, ResultFormatSpec} {
+		for _, b := range fzSeedResults(f, format) {
+			var v struct {
+				CNIVersion string `json:"cniVersion"`
+			}
+			fzMust(f, json.Unmarshal(b, &v))
+			for _, netconfFormat := range []string{ResultFormatReference, ResultFormatSpec} {
+				f.Add(b, v.CNIVersion, ownership.DefaultVethPrefix, netconfFormat, "eth0")
+			}
 		}
-		fzMust(f, json.Unmarshal(b, &v))
-		f.Add(b, v.CNIVersion, ownership.DefaultVethPrefix, "eth0")
+	}
+	// Forged spec-format results: VLAN links that are no branch ENI's
+	// (153: table 253, default) or two of them, a dummy beside real MACs.
+	for _, ifs := range []string{
+		`{"name":"vlan.eth.153","mac":"0a:bb:00:00:00:99"}`,
+		`{"name":"vlan.eth.7","mac":"0a:bb:00:00:00:07"},{"name":"vlan.eth.8","mac":"0a:bb:00:00:00:08"}`,
+		`{"name":"dummy0761ccbeace","mac":"0","sandbox":"1"}`,
+	} {
+		f.Add([]byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"eni0761ccbeace","mac":"0a:58:00:00:00:01"},`+
+			`{"name":"eth0","mac":"0a:58:00:00:00:02","sandbox":"/var/run/netns/pod-1"},`+ifs+`],`+
+			`"ips":[{"interface":1,"address":"10.0.2.11/32"}]}`), "1.0.0", ownership.DefaultVethPrefix, ResultFormatSpec, "eth0")
 	}
 
 	// The node, once per process: the neighbours, then web-1. What the
@@ -226,7 +248,7 @@ func FuzzDecodeCleanupState(f *testing.F) {
 		}
 	}
 
-	f.Fuzz(func(t *testing.T, prev []byte, cniVersion, vethPrefix, ifName string) {
+	f.Fuzz(func(t *testing.T, prev []byte, cniVersion, vethPrefix, resultFormat, ifName string) {
 		if validateIfName(ifName) != nil || !json.Valid(prev) {
 			// The plugin rejects such a CNI_IFNAME before it looks at the
 			// prevResult; a prevResult that is not JSON makes the whole
@@ -234,7 +256,7 @@ func FuzzDecodeCleanupState(f *testing.F) {
 			return
 		}
 		stdin, err := json.Marshal(map[string]any{"cniVersion": cniVersion, "name": "aws-cni", "type": "vpc-cni",
-			"vethPrefix": vethPrefix, "prevResult": json.RawMessage(prev)})
+			"vethPrefix": vethPrefix, "resultFormat": resultFormat, "prevResult": json.RawMessage(prev)})
 		if err != nil {
 			return
 		}
@@ -268,7 +290,7 @@ func FuzzDecodeCleanupState(f *testing.F) {
 // fzCheckCleanupState states what a decoded state may name.
 func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName string) {
 	t.Helper()
-	res, err := current.NewResultFromResult(conf.PrevResult)
+	res, err := current.NewResultFromResult(conf.NetConf.PrevResult)
 	if err != nil {
 		t.Fatalf("decoded a prevResult that does not convert: %v", err)
 	}
@@ -318,6 +340,11 @@ func fzCheckCleanupState(t *testing.T, st *CleanupState, conf *NetConf, ifName s
 		case st.VlanID != 0:
 			if ip.Table != st.VlanID+ownership.VlanTableOffset {
 				t.Fatalf("branch pod on VLAN %d: %s", st.VlanID, ip)
+			}
+		case ip.Table == ownership.TableUnknown && conf.ResultFormat == ResultFormatSpec:
+			// A spec-format result records no table: the node decides.
+			if st.DeviceNumber != -1 || st.FromDummy {
+				t.Fatalf("a spec-format result decoded to device %d, dummy %v", st.DeviceNumber, st.FromDummy)
 			}
 		case ip.Table == ownership.TableUnknown:
 			// Only a result that recorded neither the table (container

@@ -30,7 +30,9 @@ say go "found $(command -v "$GO") ($("$GO" env GOVERSION))"
 # Debian's packages: the command each provides, and the package.
 # containerd brings ctr and containerd-shim-runc-v2 too; the e2e suite runs
 # Debian's containerd 1.6 (nothing starts by itself: there is no systemd).
-apt_tools="protoc:protobuf-compiler ip:iproute2 containerd:containerd runc:runc iptables:iptables"
+# podman (4.3, with conmon and containers-common; runc is its OCI runtime)
+# is the e2e suite's strict libcni caller: its spec-format specs run it.
+apt_tools="protoc:protobuf-compiler ip:iproute2 containerd:containerd runc:runc iptables:iptables podman:podman"
 need_pkgs=()
 for t in $apt_tools; do
 	command -v "${t%%:*}" >/dev/null || need_pkgs+=("${t##*:}")

@@ -3,6 +3,8 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"slices"
+
 	"github.com/vpccni/vpccni/ownership"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -69,11 +71,38 @@ func (d *Driver) Check(host, pod kernel.API, p Pod) error {
 		if !has(toPodRuleMatcher(ip.Addr)) {
 			miss("rule %d to %s lookup main is missing", ownership.PrioToPod, pfx)
 		}
+		if table == ownership.TableUnknown {
+			// A source that did not record the table (a spec-format
+			// result): the node says which it may be, as for a teardown.
+			if err := checkUnknownTable(host, ip, has); err != nil {
+				missing = append(missing, err)
+			}
+			continue
+		}
 		if table != kernel.TableMain && !has(fromPodRuleMatcher(ip.Addr, func(t int) bool { return t == table })) {
 			miss("rule %d from %s lookup %d is missing", ownership.PrioFromPod, pfx, table)
 		}
 	}
 	return errors.Join(missing...)
+}
+
+// checkUnknownTable checks an address's rule 1536 when the source does not
+// say its table: the tables of the ENIs whose subnets hold the address
+// are the candidates. On the primary ENI's subnet (table main) the pod
+// needs none; elsewhere it needs one into a candidate table.
+func checkUnknownTable(host kernel.API, ip PodIP, has func(ruleMatcher) bool) error {
+	node, err := ownership.ReadNode(host)
+	if err != nil {
+		return err
+	}
+	tables, err := node.PodTables(ip.Addr)
+	if err != nil {
+		return fmt.Errorf("%s is not a pod address on this node: %w", ip.Addr, err)
+	}
+	if slices.Contains(tables, kernel.TableMain) || has(fromPodRuleMatcher(ip.Addr, func(t int) bool { return slices.Contains(tables, t) })) {
+		return nil
+	}
+	return fmt.Errorf("rule %d from %s lookup %s is missing", ownership.PrioFromPod, ip.Prefix(), tableNames(tables))
 }
 
 // checkPodSide: the address, the gateway routes and the static neighbour.

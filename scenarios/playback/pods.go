@@ -58,8 +58,10 @@ type Held struct {
 type podRec struct {
 	Pod
 	netns, vethPrefix string
-	strict            bool
-	cleanup           *plugin.CleanupState
+	// resultFormat is the netconf's: how its results carry the cleanup state.
+	resultFormat string
+	strict       bool
+	cleanup      *plugin.CleanupState
 }
 
 type podID struct {
@@ -163,6 +165,7 @@ func (ps *pods) apply(id podID, e *journal.Entry, result json.RawMessage, ce *ty
 	conf, _ := plugin.LoadNetConf(e.Stdin)
 	if conf != nil {
 		p.vethPrefix, p.strict = conf.VethPrefix, conf.PodSGEnforcingMode == plugin.ModeStrict
+		p.resultFormat = conf.ResultFormat
 	}
 	if e.Env.Command == "ADD" {
 		if ce != nil {
@@ -190,7 +193,7 @@ func (ps *pods) apply(id podID, e *journal.Entry, result json.RawMessage, ce *ty
 
 // learn takes the pod's objects from a result it printed.
 func (p *podRec) learn(result json.RawMessage, id podID) {
-	st, err := plugin.DecodeResult(result, p.IfName, id.ns, id.pod, p.vethPrefix)
+	st, err := plugin.DecodeResult(result, p.resultFormat, p.IfName, id.ns, id.pod, p.vethPrefix)
 	if err != nil {
 		return
 	}

@@ -73,6 +73,20 @@ Network configuration fields:
                       symlink; stops at 64 MiB. Replay it on the kernel model
                       with "replay journal FILE". A journal that cannot be
                       written is a warning on stderr, never an error.
+  resultFormat        how the ADD result carries what DEL needs:
+                      "reference" (default): the reference plugin's layout
+                      (route table in the container interface's "mac", a
+                      dummy<hash> interface with the VLAN and device), which
+                      the reference can read back and tear down; for
+                      containerd and kubelet nodes that may swap plugins.
+                      "spec": every field as the CNI spec means it (real
+                      MACs, names and sandboxes, a branch pod's VLAN link
+                      under its own name, no dummy), for podman and other
+                      strict libcni callers, which refuse the reference's.
+                      DEL then takes the tables from the node's ENIs; the
+                      reference cannot tear down a pod from a spec-format
+                      result. A prevResult in the other format is a bad
+                      prevResult (code 7).
 
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
 config or prevResult, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on

@@ -19,6 +19,8 @@ func TestCommandLine(t *testing.T) {
 		{nil, exitOK, false, "", ""},
 		{[]string{"--help"}, exitOK, true, "Network configuration fields:", ""},
 		{[]string{"-h"}, exitOK, true, "pluginLogLevel", ""},
+		{[]string{"--help"}, exitOK, true, `resultFormat        how the ADD result carries what DEL needs:
+                      "reference" (default)`, ""},
 		{[]string{"--version"}, exitOK, true, "vpc-cni " + buildVersion + "\n", ""},
 		{[]string{"--bogus"}, exitUsage, true, "", `unknown flag "--bogus"`},
 		{[]string{"-v"}, exitUsage, true, "", `unknown flag "-v"`},
