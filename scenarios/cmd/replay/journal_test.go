@@ -24,6 +24,12 @@ func TestJournalReplaysClean(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	// The GC lists the sandboxes the runtime still has: the three others'
+	// namespaces are gone by then, as they were on Linux (their veths
+	// with them, not removed by the GC).
+	if n := strings.Count(out, "not among the runtime's valid attachments: its sandbox's namespace"); n != 3 {
+		t.Errorf("%d namespaces removed at the GC, want 3:\n%s", n, out)
+	}
 }
 
 // TestJournalLegacyPolicyLeaks: the same calls under the reference's
