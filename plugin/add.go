@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -12,6 +13,7 @@ import (
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/plugin/attachrec"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -81,6 +83,12 @@ func (p *Plugin) add(args *skel.CmdArgs) (types.Result, error) {
 		p.rollback(inv, host, pod, podNet, "setup failed", err)
 		return nil, cniError(ErrSetupFailed, "failed to set up the pod network", err)
 	}
+	if err := p.writeRecord(inv, pod, podNet, device); err != nil {
+		// An attachment reported as added without its record would leave
+		// DEL without its one source that depends on nothing else.
+		p.rollback(inv, host, pod, podNet, "cannot write the attachment's record", err)
+		return nil, cniError(ErrSetupFailed, "failed to record the attachment in stateDir "+inv.conf.StateDir, err)
+	}
 	if err := p.env.Failpoints.Trigger(FailAddResult); err != nil {
 		return nil, cniError(ErrSetupFailed, "failed after setting up the pod network", err)
 	}
@@ -107,10 +115,40 @@ func (p *Plugin) rollback(inv *invocation, host, pod kernel.API, podNet driver.P
 		// Keep the address: its objects are still in the kernel, and a
 		// released address could be handed to a new pod. The DEL the
 		// runtime sends after a failed ADD releases it.
-		inv.log.Error("rollback incomplete; keeping the address until DEL", "error", terr)
+		inv.log.Error("rollback incomplete; keeping the address and the attachment's record until DEL", "error", terr)
 	} else {
+		p.forgetRecord(inv)
 		p.releaseAfterFailedAdd(inv)
 	}
+}
+
+// writeRecord records the attachment for DEL (plugin/attachrec), with
+// the host veth's ifindex as the kernel shows it now: the proof a DEL
+// whose pod namespace is gone offers ipamd.
+func (p *Plugin) writeRecord(inv *invocation, pod kernel.API, podNet driver.Pod, device int) error {
+	if err := p.env.Failpoints.Trigger(FailAddRecord); err != nil {
+		return err
+	}
+	idx, err := ownership.SandboxVeth(pod, inv.args.IfName)
+	if err != nil {
+		return err
+	}
+	rec := attachrec.Record{Version: attachrec.Version, NetworkName: inv.conf.Name, ContainerID: inv.args.ContainerID,
+		IfName: inv.args.IfName, PodNamespace: inv.podNS, PodName: inv.podName, Netns: inv.args.Netns,
+		HostVeth: podNet.HostVeth, HostVethIndex: idx, Device: device}
+	if !filepath.IsAbs(rec.Netns) || filepath.Clean(rec.Netns) != rec.Netns {
+		rec.Netns = "" // a path the runtime gave loosely: not worth a failed ADD
+	}
+	for _, ip := range podNet.IPs {
+		rec.IPs = append(rec.IPs, attachrec.IP{Addr: ip.Addr, Table: ip.Table})
+	}
+	if podNet.Branch != nil {
+		rec.VlanID, rec.Strict = podNet.Branch.VlanID, podNet.Branch.Strict
+	}
+	if err := p.records(inv).Write(rec); err != nil {
+		return err
+	}
+	return p.env.Failpoints.Trigger(FailAddRecorded)
 }
 
 func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {

@@ -70,7 +70,9 @@ func (r *rig) expectHandles(podAlive bool) {
 }
 
 func netconf(t *testing.T, extra map[string]any) []byte {
-	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms"}
+	// Each test its own records: one test's ADD must not be another's
+	// DEL source.
+	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms", "stateDir": t.TempDir()}
 	for k, v := range extra {
 		c[k] = v
 	}

@@ -28,6 +28,10 @@ const (
 	MaxMTU              = 9001
 	DefaultIpamdAddress = "unix:///var/run/aws-node/ipamd.sock"
 	DefaultIpamdTimeout = 5 * time.Second
+	// DefaultStateDir follows the CNI cache directory's conventions
+	// (/var/lib/cni): node-local, kept across a plugin upgrade, gone with
+	// the node.
+	DefaultStateDir = "/var/lib/cni/vpc-cni"
 	// ipamdTimeout bounds: a call shorter than a millisecond cannot reach
 	// even a local ipamd; one longer than 5 minutes outlasts the runtime's
 	// own patience with a DEL.
@@ -67,6 +71,9 @@ type NetConf struct {
 	// ResultFormat is ResultFormatReference (the default) or
 	// ResultFormatSpec.
 	ResultFormat string `json:"resultFormat,omitempty"`
+	// StateDir holds the plugin's node-local state: the record of each
+	// attachment (plugin/attachrec) in its attachments/ subdirectory.
+	StateDir string `json:"stateDir,omitempty"`
 	// PrevResult shadows types.NetConf's: the prevResult (nil without one)
 	// tagged with ResultFormat, since it must be read in the format the
 	// netconf says its ADD wrote (decodeCleanupState). Not a types.Result,
@@ -78,6 +85,10 @@ type NetConf struct {
 	mtu     int
 	timeout time.Duration
 }
+
+// defaultStateDir is DefaultStateDir, except in this package's tests,
+// which must never write to the machine's own (TestMain).
+var defaultStateDir = DefaultStateDir
 
 // LoadNetConf parses and validates stdin. A JSON error is a decoding
 // failure (CNI code 6); a bad value is an invalid network config (code 7).
@@ -141,6 +152,15 @@ func (c *NetConf) validate() error {
 	}
 	if err := validateIpamdAddress(c.IpamdAddress); err != nil {
 		return err
+	}
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir
+	}
+	// A relative path would depend on the runtime's working directory: the
+	// DEL would not find what its ADD wrote.
+	if !filepath.IsAbs(c.StateDir) || filepath.Clean(c.StateDir) != c.StateDir || c.StateDir == "/" ||
+		strings.ContainsFunc(c.StateDir, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("stateDir %q is not a clean absolute directory path (no \"..\", \"//\" or trailing \"/\"), as in %s", c.StateDir, DefaultStateDir)
 	}
 	c.timeout = DefaultIpamdTimeout
 	if c.IpamdTimeout != "" {

@@ -94,10 +94,14 @@ func TestBadFiles(t *testing.T) {
 		`"podName":"web","hostVeth":"eni0123456789a","ips":[{"addr":"10.0.1.5","table":2}],"device":1}`
 	cases := map[string]func(path string) error{
 		"truncated": func(p string) error { return os.WriteFile(p, []byte(good[:40]), 0o600) },
-		"unknown":   func(p string) error { return os.WriteFile(p, []byte(strings.Replace(good, `"device":1`, `"device":1,"x":1`, 1)), 0o600) },
-		"trailing":  func(p string) error { return os.WriteFile(p, []byte(good+good), 0o600) },
-		"oversize":  func(p string) error { return os.WriteFile(p, []byte(good+strings.Repeat(" ", maxRecordBytes)), 0o600) },
-		"table 255": func(p string) error { return os.WriteFile(p, []byte(strings.Replace(good, `"table":2`, `"table":255`, 1)), 0o600) },
+		"unknown": func(p string) error {
+			return os.WriteFile(p, []byte(strings.Replace(good, `"device":1`, `"device":1,"x":1`, 1)), 0o600)
+		},
+		"trailing": func(p string) error { return os.WriteFile(p, []byte(good+good), 0o600) },
+		"oversize": func(p string) error { return os.WriteFile(p, []byte(good+strings.Repeat(" ", maxRecordBytes)), 0o600) },
+		"table 255": func(p string) error {
+			return os.WriteFile(p, []byte(strings.Replace(good, `"table":2`, `"table":255`, 1)), 0o600)
+		},
 		"other":     func(p string) error { return os.WriteFile(p, []byte(strings.Replace(good, `"c1"`, `"c2"`, 1)), 0o600) },
 		"symlink":   func(p string) error { return os.Symlink("/etc/hostname", p) },
 		"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o600) },

@@ -297,8 +297,10 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	}
 	r.exec.plugin = plugin.New(env)
 	r.cni = libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, filepath.Join(tmp, "cni-cache"), r.exec)
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s","podSGEnforcingMode":%q}]}`,
-		r.sock, enforcingMode(mode))
+	// The plugin's node-local state (its attachment records) lives in the
+	// run's scratch directory, never in the machine's /var/lib/cni.
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","ipamdAddress":"unix://%s","ipamdTimeout":"2s","podSGEnforcingMode":%q,"stateDir":%q}]}`,
+		r.sock, enforcingMode(mode), filepath.Join(tmp, "vpc-cni"))
 	if r.list, err = libcni.NetworkConfFromBytes([]byte(conf)); err != nil {
 		r.close()
 		return nil, err

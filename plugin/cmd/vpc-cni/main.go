@@ -87,6 +87,14 @@ Network configuration fields:
                       reference cannot tear down a pod from a spec-format
                       result. A prevResult in the other format is a bad
                       prevResult (code 7).
+  stateDir            the plugin's node-local state, a clean absolute path
+                      (default /var/lib/cni/vpc-cni): ADD records each
+                      attachment in stateDir/attachments (one file each,
+                      mode 0600), DEL reads the record as a source when the
+                      prevResult, ipamd or the pod namespace cannot say,
+                      and removes it once the pod is torn down; GC removes
+                      the records of what it collects. A record that cannot
+                      be written fails the ADD (rolled back, code 102).
 
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
 config or prevResult, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on
