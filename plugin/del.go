@@ -29,6 +29,11 @@ type DelRequest struct {
 	// pod namespace is gone): the sandbox's proof to ipamd that a host
 	// veth ipamd recovered from the kernel is its own.
 	HostVethIndex int
+	// Record is the pod as the attachment's node-local record names it
+	// (plugin/attachrec; nil without a usable one), read by vpccni's flow.
+	// When the pod namespace is gone, the record's host veth ifindex is
+	// HostVethIndex.
+	Record *driver.Pod
 }
 
 // PrepareDel parses a DEL. Bad netconf or CNI_ARGS are CNI errors and

@@ -39,7 +39,21 @@ import (
 // with code 7 once everything provable is done, and the operator learns
 // of the bad cache; the retry, which finds nothing left and nothing held
 // by ipamd, succeeds.
+//
+// The attachment's node-local record (plugin/attachrec) is a source like
+// the prevResult, read after it: set aside the same way when the node
+// contradicts it, removed once the DEL succeeds, kept for the retry when
+// it fails.
 func (p *Plugin) Delete(r *DelRequest) error {
+	p.readRecord(r)
+	err := p.deleteFlow(r)
+	if err == nil {
+		p.forgetRecord(r.inv)
+	}
+	return err
+}
+
+func (p *Plugin) deleteFlow(r *DelRequest) error {
 	log := r.inv.log
 	evidence := r.StateErr
 	known, asked, hold := p.lookup(r)
@@ -49,9 +63,19 @@ func (p *Plugin) Delete(r *DelRequest) error {
 	var notPod *driver.NotPodAddressError
 	if errors.As(err, &notPod) && r.State != nil {
 		// The node contradicts the prevResult: nothing of it was touched.
-		log.Error("the node contradicts the prevResult; tearing down from ipamd's record and the pod namespace alone", "error", err)
+		log.Error("the node contradicts the prevResult; tearing down from the other sources alone", "error", err)
 		evidence = badPrev("%v", err)
 		r.State = nil
+		pod, source = p.gather(r, known, asked)
+		rep, err = p.teardown(r, pod)
+	}
+	if errors.As(err, &notPod) && r.Record != nil {
+		// Then the record, the same way: a record is a claim too.
+		log.Error("the node contradicts the attachment's record; tearing down from ipamd's record and the pod namespace alone", "error", err)
+		if evidence == nil {
+			evidence = badRecord(err)
+		}
+		r.Record = nil
 		pod, source = p.gather(r, known, asked)
 		rep, err = p.teardown(r, pod)
 	}
@@ -118,7 +142,7 @@ func (p *Plugin) Delete(r *DelRequest) error {
 }
 
 // gather is what to tear down, releasing nothing: the prevResult's pod
-// with every address ipamd's record adds, and the pod namespace read back
+// with every address the attachment's record and ipamd's record add, and the pod namespace read back
 // when ipamd could not be asked or keeps no record of the pod (a branch
 // pod) — a prevResult may omit an address: only ipamd or the namespace can
 // say — or when nothing else names anything. An
@@ -146,6 +170,7 @@ func (p *Plugin) gather(r *DelRequest, known *driver.Pod, asked bool) (*driver.P
 	if r.State != nil {
 		add(&r.State.Pod, "prevResult")
 	}
+	add(r.Record, "attachment record")
 	add(known, "ipamd's record")
 	// ipamd keeps no record of a branch pod: its namespace is the only
 	// other witness of its address.

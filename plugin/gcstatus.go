@@ -19,6 +19,7 @@ import (
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
+	"github.com/vpccni/vpccni/plugin/attachrec"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -123,6 +124,7 @@ func (p *Plugin) gc(args *skel.CmdArgs) error {
 	defer closeAll(host)
 	var errs []error
 	collected := 0
+	store := attachrec.Store{Dir: attachrec.DirFor(conf.StateDir)}
 	for _, a := range list.GetAllocations() {
 		if a.GetRecovered() || a.GetNetworkName() != conf.Name || valid[[2]string{a.GetContainerId(), a.GetIfName()}] {
 			continue
@@ -133,6 +135,9 @@ func (p *Plugin) gc(args *skel.CmdArgs) error {
 			continue
 		}
 		collected++
+		if err := store.Remove(a.GetNetworkName(), a.GetContainerId(), a.GetIfName()); err != nil {
+			log.Warn("cannot remove the collected attachment's record", "containerID", a.GetContainerId(), "error", err)
+		}
 		log.Info("stale attachment collected", "containerID", a.GetContainerId(), "ifname", a.GetIfName(),
 			"pod", a.GetPodNamespace()+"/"+a.GetPodName(), "ip", a.GetIp())
 	}
