@@ -107,6 +107,7 @@ func (p *hostilePod) cmdArgs(stdin []byte) *skel.CmdArgs {
 type hostileWorld struct {
 	// format is the netconf's resultFormat, for the ADDs and the DEL.
 	format        string
+	stateDir      string
 	k             *model.Kernel
 	node          kernel.API
 	ipamd         *fakeIpamd
@@ -173,7 +174,7 @@ func newHostileWorld(t *testing.T, drv driver.Networker, victimDevice int, extra
 // newHostileWorldIn is newHostileWorld with the netconf's resultFormat.
 func newHostileWorldIn(t *testing.T, format string, drv driver.Networker, victimDevice int, extra ...kernel.Rule) *hostileWorld {
 	t.Helper()
-	w := &hostileWorld{format: format, k: model.New(), ipamd: &fakeIpamd{alloc: map[string]*rpc.IPAllocationMetadata{
+	w := &hostileWorld{format: format, stateDir: t.TempDir(), k: model.New(), ipamd: &fakeIpamd{alloc: map[string]*rpc.IPAllocationMetadata{
 		neighName: {IPv4Addr: "10.0.2.12", DeviceNumber: 1, RouteTableId: 2},
 	}}}
 	w.neigh = &hostilePod{name: neighName, netns: "/var/run/netns/" + neighName, ip: "10.0.2.12"}
@@ -222,7 +223,7 @@ func newHostileWorldIn(t *testing.T, format string, drv driver.Networker, victim
 	for _, p := range []*hostilePod{w.neigh, w.victim} {
 		must(w.k.AddNamespace(p.netns))
 		before := w.snap(t, hostileNode)
-		res, err := w.p.Add(p.cmdArgs(hostileConf(t, w.format, nil)))
+		res, err := w.p.Add(p.cmdArgs(hostileConf(t, w, w.format, nil)))
 		if err != nil {
 			t.Fatalf("ADD %s: %v", p.name, err)
 		}
@@ -243,8 +244,11 @@ func newHostileWorldIn(t *testing.T, format string, drv driver.Networker, victim
 	return w
 }
 
-func hostileConf(t *testing.T, format string, prev any) []byte {
-	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms", "resultFormat": format}
+// hostileConf is the world's netconf: its ADDs and DELs share the world's
+// stateDir, so the victim's DEL has its attachment record as a source.
+func hostileConf(t *testing.T, w *hostileWorld, format string, prev any) []byte {
+	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "ipamdTimeout": "200ms", "resultFormat": format,
+		"stateDir": w.stateDir}
 	if prev != nil {
 		c["prevResult"] = prev
 	}
@@ -304,7 +308,7 @@ func (w *hostileWorld) del(t *testing.T, prev any) hostileRun {
 	t.Helper()
 	var r hostileRun
 	r.node[0], r.neighNS[0], r.victimNS[0] = w.snap(t, hostileNode), w.snap(t, w.neigh.netns), w.snap(t, w.victim.netns)
-	r.err = w.p.Del(w.victim.cmdArgs(hostileConf(t, w.format, prev)))
+	r.err = w.p.Del(w.victim.cmdArgs(hostileConf(t, w, w.format, prev)))
 	r.node[1], r.neighNS[1], r.victimNS[1] = w.snap(t, hostileNode), w.snap(t, w.neigh.netns), w.snap(t, w.victim.netns)
 	r.released = slices.Clone(w.ipamd.released)
 	r.victimLines, r.neighLines = w.victim.lines, w.neigh.lines

@@ -205,7 +205,7 @@ func TestCheckSpecFormat(t *testing.T) {
 	for _, device := range []int{0, 1} {
 		w := newHostileWorldIn(t, ResultFormatSpec, driver.New(nil), device)
 		check := func(prev any) error {
-			return w.p.Check(w.victim.cmdArgs(hostileConf(t, ResultFormatSpec, prev)))
+			return w.p.Check(w.victim.cmdArgs(hostileConf(t, w, ResultFormatSpec, prev)))
 		}
 		if err := check(w.genuine()); err != nil {
 			t.Fatalf("device %d: CHECK of a genuine spec-format result: %v", device, err)
@@ -221,7 +221,7 @@ func TestCheckSpecFormat(t *testing.T) {
 		}
 	}
 	w := newHostileWorld(t, driver.New(nil), 1)
-	wantCode(t, w.p.Check(w.victim.cmdArgs(hostileConf(t, ResultFormatSpec, w.genuine()))), types.ErrInvalidNetworkConfig)
+	wantCode(t, w.p.Check(w.victim.cmdArgs(hostileConf(t, w, ResultFormatSpec, w.genuine()))), types.ErrInvalidNetworkConfig)
 }
 
 // dropRule deletes the node's rule of the priority whose selector is ip.
