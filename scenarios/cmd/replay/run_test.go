@@ -103,7 +103,7 @@ func TestTotalLine(t *testing.T) {
 	os.WriteFile(diverged, []byte(strings.Replace(first, `"address":"10.0.1.11/32"`, `"address":"10.0.1.99/32"`, 1)+"\n"), 0o644)
 	// A known limit counts apart; without its knownLimit line it is a
 	// finding in vpccni's flow.
-	limit := filepath.Join("..", "..", "library", "branch-force-delete-lost-teardown.yaml")
+	limit := filepath.Join("..", "..", "library", "branch-lost-sandbox.yaml")
 	lb, err := os.ReadFile(limit)
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +117,9 @@ func TestTotalLine(t *testing.T) {
 	}{
 		{[]string{"--policy", "default", limit}, exitOK,
 			"2/2 cells as expected; vpccni (default) clean everywhere but 2 known-limit cells " +
-				"(branch-force-delete-lost-teardown branch-eni-standard, branch-force-delete-lost-teardown branch-eni-strict)"},
+				"(branch-lost-sandbox branch-eni-standard, branch-lost-sandbox branch-eni-strict)"},
 		{[]string{"--policy", "default", "--mode", "branch-eni-strict", unmarked}, exitOK,
-			"1/1 cells as expected; vpccni (default) NOT clean in 1 of 1 cells: branch-force-delete-lost-teardown branch-eni-strict (LEAK)"},
+			"1/1 cells as expected; vpccni (default) NOT clean in 1 of 1 cells: branch-lost-sandbox branch-eni-strict (LEAK)"},
 		{[]string{"--mode", "ipv4", headline}, exitOK,
 			"5/5 cells as expected; vpccni (default) clean everywhere"},
 		{[]string{"--mode", "ipv4", wrong}, exitMismatch,
