@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/vpccni/vpccni/internal/machinestate"
 )
 
 // TestMain points the default stateDir at a temporary directory: a test
@@ -16,7 +18,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	defaultStateDir = dir
-	code := m.Run()
+	code := machinestate.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -16,6 +16,7 @@ package playback
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"log/slog"
 	"reflect"
 	"sort"
@@ -115,7 +116,14 @@ func Play(entries []journal.Entry, opt Options) (*Report, error) {
 	if err := forwarding(k); err != nil {
 		return nil, err
 	}
-	pb := &player{k: k, pol: pol, log: log, pods: newPods(), base: map[string]kernel.State{},
+	// The replay's own stateDir: the recorded one (or the default,
+	// /var/lib/cni/vpc-cni) is the machine's, not the replay's.
+	state, err := os.MkdirTemp("", "vpccni-playback-state-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(state)
+	pb := &player{k: k, pol: pol, log: log, pods: newPods(), base: map[string]kernel.State{}, stateDir: state,
 		rep: &Report{Policy: pol.Name(), Left: map[string][]string{}}}
 	if err := pb.baseline(NodeNS); err != nil {
 		return nil, err
@@ -137,6 +145,8 @@ type player struct {
 	// base is each namespace as it was before the journal touched it: the
 	// node as built, a pod namespace empty (as the runtime makes it).
 	base map[string]kernel.State
+	// stateDir replaces every entry's stateDir (the attachment records).
+	stateDir string
 }
 
 func (pb *player) baseline(path string) error {
@@ -191,7 +201,7 @@ func (pb *player) step(n int, e *journal.Entry) error {
 	if err != nil {
 		return err
 	}
-	stdin, err := replayStdin(e.Stdin)
+	stdin, err := replayStdin(e.Stdin, pb.stateDir)
 	if err != nil {
 		return err
 	}
@@ -297,14 +307,21 @@ func (pb *player) run(p *plugin.Plugin, verb string, args *skel.CmdArgs) (types.
 
 // replayStdin is the recorded stdin without the files it names on the
 // recording node: the replay must not append to that node's log or
-// journal paths on this machine.
-func replayStdin(stdin json.RawMessage) ([]byte, error) {
+// journal paths on this machine, nor write attachment records into its
+// stateDir (or the default one, when the netconf names none): the
+// replay's records go to its own temporary stateDir.
+func replayStdin(stdin json.RawMessage, stateDir string) ([]byte, error) {
 	var conf map[string]json.RawMessage
 	if err := json.Unmarshal(stdin, &conf); err != nil {
 		return nil, fmt.Errorf("stdin: %w", err)
 	}
 	delete(conf, "pluginLogFile")
 	delete(conf, "journalFile")
+	sd, err := json.Marshal(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	conf["stateDir"] = sd
 	return json.Marshal(conf)
 }
 

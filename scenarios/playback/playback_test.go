@@ -67,20 +67,22 @@ func (nop) Close() error { return nil }
 
 // recorder is a node on the model whose plugin journals every invocation.
 type recording struct {
-	t       testing.TB
-	k       *model.Kernel
-	ipamd   *poolIpamd
-	p       *plugin.Plugin
-	path    string
-	base    kernel.State
-	results map[string][]byte
+	// stateDir is the recording node's: the replay must not write there.
+	stateDir string
+	t        testing.TB
+	k        *model.Kernel
+	ipamd    *poolIpamd
+	p        *plugin.Plugin
+	path     string
+	base     kernel.State
+	results  map[string][]byte
 	// extra netconf fields
 	extra map[string]any
 }
 
 func newRecording(t testing.TB) *recording {
 	r := &recording{t: t, k: model.New(), ipamd: &poolIpamd{held: map[string]*rpc.IPAllocationMetadata{}},
-		path: filepath.Join(t.TempDir(), "journal.jsonl"), results: map[string][]byte{}}
+		path: filepath.Join(t.TempDir(), "journal.jsonl"), results: map[string][]byte{}, stateDir: filepath.Join(t.TempDir(), "state")}
 	if err := r.k.AddNamespace(NodeNS); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func (r *recording) snapshot(path string) kernel.State {
 
 func (r *recording) conf(prev []byte) []byte {
 	c := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "journalFile": r.path,
-		"pluginLogFile": filepath.Join(r.t.TempDir(), "plugin.log")}
+		"pluginLogFile": filepath.Join(r.t.TempDir(), "plugin.log"), "stateDir": r.stateDir}
 	if prev != nil {
 		c["prevResult"] = json.RawMessage(prev)
 	}
@@ -404,6 +406,17 @@ func TestPlaybackWritesNoFile(t *testing.T) {
 	after, _ := os.ReadFile(r.path)
 	if !bytes.Equal(before, after) {
 		t.Fatal("the replay appended to the recorded journal")
+	}
+	// The recorded stateDir is the recording node's: its records are gone
+	// with its pods, and the replay's ADDs must not bring them back.
+	if err := os.RemoveAll(r.stateDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Play(r.entries(), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.stateDir); !os.IsNotExist(err) {
+		t.Fatalf("the replay wrote into the recorded stateDir %s (%v)", r.stateDir, err)
 	}
 }
 

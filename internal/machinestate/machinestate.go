@@ -1,0 +1,43 @@
+// Package machinestate guards the machine's own vpc-cni state directory
+// (the netconf's default stateDir) against tests: every test netconf must
+// name a temporary stateDir, and a test run that creates the machine's
+// fails rather than leave attachment records on the machine.
+package machinestate
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// Dir is the plugin's default stateDir (plugin.DefaultStateDir; not
+// imported, so that any package's tests can use this one).
+const Dir = "/var/lib/cni/vpc-cni"
+
+// Exists reports whether the machine has the directory.
+func Exists() bool {
+	_, err := os.Lstat(Dir)
+	return err == nil
+}
+
+// Check is the guard's verdict: an error when the directory exists now
+// and did not before.
+func Check(before bool) error {
+	if !before && Exists() {
+		return fmt.Errorf("the tests created the machine's %s: a netconf without a temporary stateDir ran the plugin", Dir)
+	}
+	return nil
+}
+
+// Main runs m and fails the run if it created the machine's directory.
+func Main(m *testing.M) int {
+	before := Exists()
+	code := m.Run()
+	if err := Check(before); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
