@@ -16,8 +16,8 @@ package playback
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"log/slog"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
