@@ -76,9 +76,9 @@ func (n *node) conflist() string {
 	}
 	return fmt.Sprintf(`{"cniVersion":%q,"name":"aws-cni","plugins":[
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
-   "pluginLogFile":"%s","pluginLogLevel":"debug"%s},
+   "pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":%q%s},
   {"type":"portmap","capabilities":{"portMappings":true},"snat":true,"backend":"iptables"}]}`,
-		n.cniVersion(), n.sock, n.pluginLog, journal)
+		n.cniVersion(), n.sock, n.pluginLog, filepath.Join(n.dir, "vpc-cni-state"), journal)
 }
 
 // containerdConfig is the CRI setup that works here

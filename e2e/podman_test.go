@@ -279,8 +279,8 @@ var volatileHidden = map[string]string{"/run/netns": "netns-", "/dev/shm": "libp
 func (n *node) podmanConflist(format string) string {
 	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
-   "pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":%q,"resultFormat":%q}]}`,
-		podmanNetwork, n.sock, n.pluginLog, n.journal, format)
+   "pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":%q,"resultFormat":%q,"stateDir":%q}]}`,
+		podmanNetwork, n.sock, n.pluginLog, n.journal, format, filepath.Join(n.dir, "vpc-cni-state"))
 }
 
 // startPodman writes podman's configuration, checks that the machine's

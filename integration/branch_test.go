@@ -73,7 +73,7 @@ func newBranchNode(mode string) *node {
 
 func (n *node) setEnforcingMode(mode string) {
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","podSGEnforcingMode":%q,
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, mode, n.sock, n.logFile)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, mode, n.sock, n.logFile, n.stateDir)
 	list, err := netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
 	n.list = list

@@ -49,7 +49,7 @@ func buildCnitool() string {
 // (list11, and cnitool's conflists).
 func (n *node) conf11(name string) string {
 	return fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, name, n.sock, n.logFile)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, name, n.sock, n.logFile, n.stateDir)
 }
 
 // cnitool runs the real cnitool binary in the node's network namespace, as

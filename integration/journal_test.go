@@ -25,8 +25,8 @@ import (
 // journalConf is the node's network with the plugin's journal on.
 func (n *node) journalConf(version, path string) *libcni.NetworkConfigList {
 	l, err := netConfList(fmt.Sprintf(`{"cniVersion":%q,"name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":"%s"}]}`,
-		version, n.sock, n.logFile, path))
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":"%s","stateDir":"%s"}]}`,
+		version, n.sock, n.logFile, path, n.stateDir))
 	Expect(err).NotTo(HaveOccurred())
 	return l
 }

@@ -34,6 +34,9 @@ type node struct {
 	list    *libcni.NetworkConfigList
 	host    kernel.API
 	logFile string
+	// stateDir is the plugin's (its attachment records): never the
+	// machine's /var/lib/cni/vpc-cni.
+	stateDir string
 	// what startIpamd was last given, for restarts
 	instanceType string
 	ipamdArgs    []string
@@ -63,6 +66,7 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 	DeferCleanup(func() { os.RemoveAll(n.dir) })
 	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
 	n.logFile = filepath.Join(n.dir, "plugin.log")
+	n.stateDir = filepath.Join(n.dir, "state")
 	n.host, err = linux.Opener{}.Open(n.ns.Path())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { n.host.Close() })
@@ -72,7 +76,7 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug"}]}`, n.sock, n.logFile)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.sock, n.logFile, n.stateDir)
 	n.list, err = netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
 	if extra != nil {

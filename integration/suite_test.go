@@ -12,6 +12,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/vpccni/vpccni/internal/machinestate"
 )
 
 func TestIntegration(t *testing.T) {
@@ -31,8 +33,14 @@ func requireRoot() {
 	}
 }
 
+// machineState is whether the machine had vpc-cni's default stateDir
+// before the suite (process 1): every netconf here names the node's own
+// temporary stateDir, and the suite fails if it created the machine's.
+var machineState bool
+
 var _ = SynchronizedBeforeSuite(func() []byte {
 	requireRoot()
+	machineState = machinestate.Exists()
 	dir, err := os.MkdirTemp("", "vpccni-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	for pkg, name := range map[string]string{"./plugin/cmd/vpc-cni": "vpc-cni", "./ipamd/cmd/ipamd": "ipamd"} {
@@ -58,4 +66,5 @@ var _ = SynchronizedAfterSuite(func() {}, func() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	Expect(machinestate.Check(machineState)).To(Succeed())
 })

@@ -196,7 +196,8 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 // it to the plugin, with prev as its prevResult (nil: none).
 func (n *node) netconf(prev *current.Result) []byte {
 	conf := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "mtu": "9001",
-		"ipamdAddress": "unix://" + n.sock, "ipamdTimeout": "2s", "pluginLogFile": n.logFile, "pluginLogLevel": "debug"}
+		"ipamdAddress": "unix://" + n.sock, "ipamdTimeout": "2s", "pluginLogFile": n.logFile, "pluginLogLevel": "debug",
+		"stateDir": n.stateDir}
 	if prev != nil {
 		conf["prevResult"] = prev
 	}

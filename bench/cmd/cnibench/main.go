@@ -116,8 +116,8 @@ func newNode(binDir string, timeout, cooldown time.Duration, out io.Writer) (n *
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"),
 		&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: out}})
 	if n.vpc, err = libcni.NetworkConfFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[
-		{"type":"vpc-cni","mtu":"9001","ipamdAddress":"unix://%s","ipamdTimeout":"%s","pluginLogFile":"%s","pluginLogLevel":"info"}]}`,
-		n.sock, timeout, n.logFile))); err != nil {
+		{"type":"vpc-cni","mtu":"9001","ipamdAddress":"unix://%s","ipamdTimeout":"%s","pluginLogFile":"%s","pluginLogLevel":"info","stateDir":%q}]}`,
+		n.sock, timeout, n.logFile, filepath.Join(n.dir, "vpc-cni-state")))); err != nil {
 		return nil, err
 	}
 	// ptp + host-local as their README sets them up, without ipMasq (vpc-cni
