@@ -44,6 +44,8 @@ type fakeIpamd struct {
 	mu       sync.Mutex
 	alloc    map[string]*rpc.IPAllocationMetadata
 	released []string
+	// proofs are the host veth ifindexes the releases offered, by pod.
+	proofs map[string]int32
 }
 
 func (f *fakeIpamd) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
@@ -60,6 +62,10 @@ func (f *fakeIpamd) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest, _ 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, req.K8S_POD_NAME)
+	if f.proofs == nil {
+		f.proofs = map[string]int32{}
+	}
+	f.proofs[req.K8S_POD_NAME] = req.GetHostVethIndex()
 	md, ok := f.alloc[req.K8S_POD_NAME]
 	if !ok {
 		return nil, status.Error(codes.NotFound, unknownPodText)

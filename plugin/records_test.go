@@ -14,6 +14,7 @@ import (
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/plugin/attachrec"
 )
 
@@ -62,6 +63,10 @@ func TestAddWritesRecord(t *testing.T) {
 func TestDelFromRecordAlone(t *testing.T) {
 	w := newHostileWorld(t, hostileDriver(), 1)
 	w.forget(victimName)
+	rec, err := w.record(t)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The sandbox's namespace is gone, and with it the veth pair and its
 	// host route: the rules are what is left, and nothing else names them.
 	if err := w.k.DeleteNamespace(w.victim.netns); err != nil {
@@ -80,6 +85,10 @@ func TestDelFromRecordAlone(t *testing.T) {
 	}
 	if _, err := w.record(t); !errors.Is(err, attachrec.ErrNotFound) {
 		t.Fatalf("the record after a successful DEL: %v, want it removed", err)
+	}
+	// The namespace gave no proof of the sandbox's veth; the record did.
+	if got := w.ipamd.proofs[victimName]; got == 0 || int(got) != rec.HostVethIndex {
+		t.Fatalf("the release offered host veth ifindex %d, want the record's %d", got, rec.HostVethIndex)
 	}
 }
 
@@ -157,5 +166,45 @@ func TestAddRecordUnwritable(t *testing.T) {
 	}
 	if !slices.Contains(w.ipamd.released, "web-3") {
 		t.Fatalf("the address was not returned to ipamd: %v", w.ipamd.released)
+	}
+}
+
+// TestDelRecordOfAnotherPod: a record under the attachment's name that
+// names another pod (the neighbour, its address and veth) is ignored: the
+// DEL, which has nothing else, touches nothing of the neighbour's.
+func TestDelRecordOfAnotherPod(t *testing.T) {
+	w := newHostileWorld(t, hostileDriver(), 1)
+	w.forget(victimName)
+	rec, err := w.record(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl, err := w.node.LinkByName(ownership.HostVeth("eni", "default", neighName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.PodName, rec.HostVeth, rec.HostVethIndex = neighName, nl.Name, nl.Index
+	rec.IPs = []attachrec.IP{{Addr: netip.MustParseAddr(w.neigh.ip), Table: 2}}
+	if err := w.store().Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.k.DeleteNamespace(w.victim.netns); err != nil {
+		t.Fatal(err)
+	}
+	before, neighBefore := w.snap(t, hostileNode), w.snap(t, w.neigh.netns)
+	args := w.victim.cmdArgs(hostileConf(t, w, w.format, nil))
+	args.Netns = ""
+	if err := w.p.Del(args); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	_, removed := kernel.Diff(before, w.snap(t, hostileNode))
+	if lost := kernel.Minus(w.neigh.lines, kernel.Minus(w.neigh.lines, removed)); len(lost) > 0 {
+		t.Fatalf("the neighbour lost %q", lost)
+	}
+	if after := w.snap(t, w.neigh.netns); after.String() != neighBefore.String() {
+		t.Fatal("the neighbour's namespace changed")
+	}
+	if w.ipamd.proofs[victimName] == int32(nl.Index) {
+		t.Fatal("the release offered the neighbour's veth as the sandbox's proof")
 	}
 }
