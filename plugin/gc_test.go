@@ -18,6 +18,7 @@ import (
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/plugin/attachrec"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -86,7 +87,7 @@ func TestGCCollectsALiveSandbox(t *testing.T) {
 		return listingInventory{allocs: []*rpc.Allocation{stale}}, nil, nopCloser{}, nil
 	}
 	valid := `[{"containerID":"c-` + neighName + `","ifname":"eth0"}]`
-	stdin := []byte(`{"cniVersion":"1.1.0","name":"aws-cni","type":"vpc-cni","cni.dev/valid-attachments":` + valid + `}`)
+	stdin := []byte(`{"cniVersion":"1.1.0","name":"aws-cni","type":"vpc-cni","stateDir":"` + w.stateDir + `","cni.dev/valid-attachments":` + valid + `}`)
 	if err := w.p.GC(&skel.CmdArgs{StdinData: stdin}); err != nil {
 		t.Fatalf("GC: %v", err)
 	}
@@ -99,5 +100,12 @@ func TestGCCollectsALiveSandbox(t *testing.T) {
 	}
 	if !slices.Equal(w.ipamd.released, []string{victimName}) {
 		t.Fatalf("ipamd released %q, want the victim's address only", w.ipamd.released)
+	}
+	// The collected attachment's record goes; the valid one's stays.
+	if _, err := w.record(t); !errors.Is(err, attachrec.ErrNotFound) {
+		t.Fatalf("the collected attachment's record: %v, want it removed", err)
+	}
+	if _, err := w.store().Load("aws-cni", "c-"+neighName, "eth0"); err != nil {
+		t.Fatalf("the valid attachment's record: %v", err)
 	}
 }
