@@ -208,3 +208,24 @@ func TestDelRecordOfAnotherPod(t *testing.T) {
 		t.Fatal("the release offered the neighbour's veth as the sandbox's proof")
 	}
 }
+
+// TestStateDirValidated: stateDir must be a clean absolute path (a
+// relative one would depend on the runtime's working directory); anything
+// else is code 7 naming the field, and the default is the CNI cache
+// directory's neighbour.
+func TestStateDirValidated(t *testing.T) {
+	for _, bad := range []string{"var/lib/cni", "/var/lib/cni/", "/var/lib/../cni", "//var/lib", "/", "/var/lib/cni\n/x", "."} {
+		_, err := LoadNetConf(netconf(t, map[string]any{"stateDir": bad}))
+		var ce *types.Error
+		if !errors.As(err, &ce) || ce.Code != types.ErrInvalidNetworkConfig || !strings.Contains(ce.Details, "stateDir") {
+			t.Errorf("stateDir %q: %v, want code 7 naming stateDir", bad, err)
+		}
+	}
+	c, err := LoadNetConf([]byte(`{"cniVersion":"1.0.0","name":"aws-cni","type":"vpc-cni"}`))
+	if err != nil || c.StateDir != defaultStateDir {
+		t.Fatalf("default stateDir %q (%v), want %q", c.StateDir, err, defaultStateDir)
+	}
+	if DefaultStateDir != "/var/lib/cni/vpc-cni" {
+		t.Fatalf("DefaultStateDir %q", DefaultStateDir)
+	}
+}
