@@ -56,8 +56,8 @@ type gen struct {
 // runtime has lost a sandbox that no GC has collected, it keeps it: the
 // two losses together leave an allocation that names no sandbox (rebuilt
 // from the kernel) for a sandbox nobody lists, which neither GC nor the
-// reconciler can tell is gone (a known limit until ipamd keeps node-local
-// records of its attachments).
+// reconciler can tell is gone (a known limit while GC collects only what
+// ipamd lists, not what only an attachment record names).
 func (g *gen) memory() string {
 	if g.lostSandboxes {
 		return "kept"
@@ -80,7 +80,8 @@ func (g *gen) branch() bool { return g.mode != "ipv4" && g.mode != "ipv6" }
 // branchBlind: in a branch mode, ipamd is evicted and a DEL may have failed
 // part-way. Letting time pass beyond kubelet's retries then leaves a
 // branch attachment only those retries could have finished (nothing on the
-// node sweeps one: a known limit, docs/architecture.md#known-limits).
+// node sweeps one; GC does not collect from the attachment records: a known
+// limit, docs/architecture.md#known-limits).
 func (g *gen) branchBlind() bool { return g.branch() && g.ipamdDown && g.failpoints > 0 }
 
 func (g *gen) pick(n int) int { return g.r.IntN(n) }
@@ -158,10 +159,11 @@ func (g *gen) move() (spec.Event, bool) {
 	case "delete", "force-delete", "forget":
 		// Two known limits of branch-ENI pods (docs/architecture.md#known-limits)
 		// the explorer does not draw: nothing on the node sweeps a branch
-		// attachment after the fact, so a runtime that loses a branch
-		// pod's sandbox, or a force delete (no retries, the pod gone from
-		// the API server) whose DELs fail, leaves it to the node's next
-		// reboot.
+		// attachment after the fact (GC does not collect from the
+		// attachment records), so a runtime that loses a branch pod's
+		// sandbox, or a force delete (no retries, the pod gone from the
+		// API server) whose DEL and the runtime's second DEL both fail,
+		// leaves it to the node's next reboot.
 		if len(running) == 0 || (kind == "forget" && (g.amnesia || g.branch())) ||
 			(kind == "force-delete" && g.branch() && g.failpoints > 0) {
 			return spec.Event{}, false
@@ -216,9 +218,9 @@ func (g *gen) move() (spec.Event, bool) {
 		return ev, true
 	case "failpoint":
 		// Errors as many as drawn; one crash or hang: a plugin killed on
-		// two DELs of a force-deleted branch pod leaves what nothing on the
-		// node records (a known limit until node-local records), and one
-		// kill is what each fault of the incident is.
+		// two DELs of a force-deleted branch pod leaves what only its
+		// attachment record names, which nothing collects yet (a known
+		// limit), and one kill is what each fault of the incident is.
 		points := failpoint.All()
 		g.failpoints++
 		action := failpoint.Actions[g.pick(len(failpoint.Actions))]
