@@ -50,10 +50,11 @@ down (only what the ownership checks prove is its own) and its address
 given back. STATUS (CNI 1.1.0) succeeds when ipamd answers its health
 check and has an address to give; else code 50 says which it lacks.
 
-DEL tears the pod down from the prevResult first and then tells ipamd;
-without a prevResult it asks ipamd, or reads the pod's namespace. It never
-stops because ipamd is unreachable, slow or has forgotten the pod, and it
-removes an address's rules only while the address is still this pod's.
+DEL tears the pod down from the prevResult and the attachment record
+ADD wrote first and then tells ipamd; without them it asks ipamd, or
+reads the pod's namespace. It never stops because ipamd is unreachable,
+slow or has forgotten the pod, and it removes an address's rules only
+while the address is still this pod's.
 
 Network configuration fields:
   vethPrefix          host veth prefix, at most 4 characters (default "eni")
@@ -90,14 +91,16 @@ Network configuration fields:
   stateDir            the plugin's node-local state, a clean absolute path
                       (default /var/lib/cni/vpc-cni): ADD records each
                       attachment in stateDir/attachments (one file each,
-                      mode 0600), DEL reads the record as a source when the
-                      prevResult, ipamd or the pod namespace cannot say,
-                      and removes it once the pod is torn down; GC removes
+                      mode 0600), DEL reads it as a source after the
+                      prevResult (the only one when a second DEL has no
+                      prevResult and no netns and ipamd has forgotten the
+                      pod) and removes it once the pod is torn down; a
+                      record that cannot be read is renamed *.bad. GC removes
                       the records of what it collects. A record that cannot
                       be written fails the ADD (rolled back, code 102).
 
 Error codes: 4 bad CNI_ARGS/CNI_IFNAME, 6 undecodable config, 7 invalid
-config or prevResult, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on
+config, prevResult or attachment record, 8 bad netns, 50 not ready (STATUS), 11 retry later (ipamd unreachable on
 ADD, teardown incomplete on DEL), 100 ipamd error, 101 no address,
 102 setup failed (rolled back), 103 unsupported mode, 104 CHECK found
 an object missing.
