@@ -21,12 +21,14 @@ import (
 // Delete is vpccni's delete flow (docs/architecture.md#the-delete-flow):
 //
 //  1. Gather, releasing nothing, what the sandbox had: the prevResult (when
-//     it could be read), ipamd's record of this attachment (vpccni's ipamd
-//     answers without releasing), and, when neither names anything, the
-//     pod's namespace read back.
+//     it could be read), the attachment's node-local record (written by
+//     ADD), ipamd's record of this attachment (vpccni's ipamd answers
+//     without releasing), and, when none names anything, the pod's
+//     namespace read back.
 //  2. Tear all of it down. The node, not the source, decides what is a
 //     pod's: a prevResult naming an address the node does not show to be
-//     one is set aside and the teardown redone from the trusted sources.
+//     one is set aside and the teardown redone from the other sources;
+//     then, the same way, the attachment record.
 //  3. Release the address, unless the kernel routes one of the sandbox's
 //     addresses to a veth nothing proves is the sandbox's: it then stays
 //     allocated (ipamd's reconciler frees it once that veth is gone).
@@ -35,15 +37,15 @@ import (
 //
 // No ipamd outcome stops a teardown; a failed teardown fails the DEL
 // (code 11) and keeps the address, so the retry finds it. A prevResult
-// that could not be read, or that the node contradicted, fails the DEL
+// that could not be read, or a prevResult or record the node
+// contradicted, fails the DEL
 // with code 7 once everything provable is done, and the operator learns
 // of the bad cache; the retry, which finds nothing left and nothing held
 // by ipamd, succeeds.
 //
-// The attachment's node-local record (plugin/attachrec) is a source like
-// the prevResult, read after it: set aside the same way when the node
-// contradicts it, removed once the DEL succeeds, kept for the retry when
-// it fails.
+// The attachment's node-local record (plugin/attachrec) is removed once
+// the DEL succeeds and kept for the retry when it fails; one that cannot
+// be read is renamed aside (readRecord) and the DEL goes on without it.
 func (p *Plugin) Delete(r *DelRequest) error {
 	p.readRecord(r)
 	err := p.deleteFlow(r)
