@@ -271,7 +271,7 @@ func stepPoints() []failpoint.Name {
 
 var (
 	delPoints = append(stepPoints(), plugin.FailDelRelease, plugin.FailDelReleased)
-	addPoints = append(stepPoints(), plugin.FailAddAssigned, plugin.FailAddResult)
+	addPoints = append(stepPoints(), plugin.FailAddAssigned, plugin.FailAddRecord, plugin.FailAddRecorded, plugin.FailAddResult)
 )
 
 func delEntries() []TableEntry {
@@ -359,6 +359,8 @@ func crashBench(what string, secondary bool) {
 			Expect(b.reachedDel).To(HaveKey(plugin.FailDelRelease))
 			Expect(b.reachedDel).To(HaveKey(plugin.FailDelReleased))
 			Expect(b.reachedAdd).To(HaveKey(plugin.FailAddAssigned))
+			Expect(b.reachedAdd).To(HaveKey(plugin.FailAddRecord))
+			Expect(b.reachedAdd).To(HaveKey(plugin.FailAddRecorded))
 			Expect(b.reachedAdd).To(HaveKey(plugin.FailAddResult))
 		})
 	})
