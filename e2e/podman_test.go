@@ -14,13 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/plugin"
@@ -345,7 +345,7 @@ func (n *node) startPodman(format string) {
 	p.log, err = os.Create(filepath.Join(n.dir, "podman.log"))
 	Expect(err).NotTo(HaveOccurred())
 	p.holder = exec.Command(tools.ip, "netns", "exec", n.ns.Name(), "sh", "-ec", prologue+"echo ready\nexec sleep infinity")
-	ready := &syncWriter{}
+	ready := &testns.SyncBuffer{}
 	p.holder.Stdout, p.holder.Stderr = ready, p.log
 	Expect(p.holder.Start()).To(Succeed())
 	p.exited = make(chan struct{})
@@ -541,22 +541,4 @@ func hiddenTree(dir string) map[string]string {
 func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(l[len(l)-1])
-}
-
-// syncWriter is a buffer the test reads while a process writes it.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -18,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -26,24 +25,6 @@ import (
 // Four adversarial defects (and the range checks of the flags), each
 // replayed step by step on the real binaries: a fixed product must pass,
 // the defect brought back must fail with its symptom.
-
-// syncBuffer is an io.Writer the test can read while ipamd writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // sandbox is a sandbox of the pod with the given container ID: a pod
 // recreated with the same name gets a new sandbox, a new namespace and a
@@ -103,7 +84,7 @@ func podSnapshot(p *pod) []string {
 
 var _ = Describe("the four adversarial defects", Label("real-kernel", "defects"), func() {
 	It("keeps the live sandbox's recovered address when the old sandbox's late DEL comes after a same-name recreation and a lost checkpoint", func() {
-		log := &syncBuffer{}
+		log := &testns.SyncBuffer{}
 		n := newNode("t3.medium", "--ip-cooldown", "1s")
 		n.ipamdOut = log // from the restart on
 		hostVeth := ownership.HostVeth("eni", "default", "web-0")

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/ownership"
 	"github.com/vpccni/vpccni/releasequeue"
 )
@@ -21,7 +22,7 @@ var _ = Describe("the release queue", Label("real-kernel", "release-queue"), fun
 	queue := func(n *node) releasequeue.Queue { return releasequeue.Queue{Dir: releasequeue.DirFor(n.sock)} }
 
 	It("frees every address of a burst of DELs during an eviction before ipamd serves again", func() {
-		log := &syncBuffer{}
+		log := &testns.SyncBuffer{}
 		n := newNode("t3.medium", "--reconcile=false")
 		var pods []*pod
 		var ips []string

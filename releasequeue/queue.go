@@ -12,25 +12,23 @@
 // DelNetwork).
 //
 // The queue is a directory next to ipamd's socket (DirFor), one file per
-// attachment, written whole (temporary file, fsync, rename, fsync of the
-// directory) with mode 0600, so a crash leaves either the old record or
-// the new one, never half of one. It is bounded (Max records): a full
-// queue is an error the DEL reports, never a silent drop.
+// attachment, kept as internal/recorddir keeps records (written whole,
+// 0600, read strictly), so a crash leaves either the old record or the
+// new one, never half of one. It is bounded (Max records): a full queue
+// is an error the DEL reports, never a silent drop.
 package releasequeue
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/vpccni/vpccni/internal/recorddir"
 )
 
 // Version is the record format's tag.
@@ -112,54 +110,25 @@ func (q Queue) max() int {
 	return DefaultMax
 }
 
+func (q Queue) dir() recorddir.Dir { return recorddir.Dir{Path: q.Dir, MaxBytes: maxRecordBytes} }
+
 // Append writes r durably, replacing the attachment's earlier record.
 func (q Queue) Append(r Record) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("release record: %w", err)
 	}
-	if err := os.MkdirAll(q.Dir, 0o700); err != nil {
-		return fmt.Errorf("release queue: %w", err)
-	}
 	name := r.Name()
-	names, err := q.names()
+	names, err := q.dir().Names()
 	if err != nil {
-		return err
+		return fmt.Errorf("release queue: %w", err)
 	}
 	if len(names) >= q.max() && !slices.Contains(names, name) {
 		return fmt.Errorf("%w: %d records in %s (ipamd drains it when it starts)", ErrFull, len(names), q.Dir)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(q.Dir, ".tmp-*")
-	if err != nil {
+	if err := q.dir().Write(name, r); err != nil {
 		return fmt.Errorf("release queue: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename: not found
-	if err := writeSync(tmp, b); err != nil {
-		return fmt.Errorf("release queue: write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(q.Dir, name)); err != nil {
-		return fmt.Errorf("release queue: %w", err)
-	}
-	return syncDir(q.Dir)
-}
-
-func writeSync(f *os.File, b []byte) error {
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	return errors.Join(werr, serr, cerr)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // Remove deletes the record of the attachment, if there is one.
@@ -170,14 +139,10 @@ func (q Queue) Remove(networkName, containerID, ifName string) error {
 
 // RemoveFile deletes one record file (a name List returned).
 func (q Queue) RemoveFile(name string) error {
-	if filepath.Base(name) != name || !strings.HasSuffix(name, ".json") {
-		return fmt.Errorf("release queue: %q is not a record name", name)
+	if err := q.dir().Remove(name); err != nil {
+		return fmt.Errorf("release queue: %w", err)
 	}
-	err := os.Remove(filepath.Join(q.Dir, name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return err
+	return nil
 }
 
 // Entry is one record file as List read it.
@@ -201,18 +166,21 @@ func (e *BadRecordError) Unwrap() error { return e.Err }
 // record is returned as a BadRecordError among errs, and the rest are
 // still read. A missing directory is an empty queue.
 func (q Queue) List() (entries []Entry, errs []error) {
-	names, err := q.names()
+	names, err := q.dir().Names()
 	if err != nil {
-		return nil, []error{err}
+		return nil, []error{fmt.Errorf("release queue: %w", err)}
 	}
 	for _, n := range names {
-		r, err := readRecord(filepath.Join(q.Dir, n))
+		var r Record
+		err := q.dir().Read(n, &r)
+		if err == nil {
+			err = r.Validate()
+		}
+		if err == nil && r.Name() != n {
+			err = fmt.Errorf("its attachment's record is named %s", r.Name())
+		}
 		if err != nil {
 			errs = append(errs, &BadRecordError{Path: filepath.Join(q.Dir, n), Err: err})
-			continue
-		}
-		if r.Name() != n {
-			errs = append(errs, &BadRecordError{Path: filepath.Join(q.Dir, n), Err: fmt.Errorf("its attachment's record is named %s", r.Name())})
 			continue
 		}
 		entries = append(entries, Entry{Name: n, Record: r})
@@ -223,48 +191,8 @@ func (q Queue) List() (entries []Entry, errs []error) {
 // SetAside renames a bad record so that it is neither drained again nor
 // counted, and stays for an operator to read.
 func (q Queue) SetAside(name string) error {
-	if filepath.Base(name) != name || !strings.HasSuffix(name, ".json") {
-		return fmt.Errorf("release queue: %q is not a record name", name)
+	if err := q.dir().SetAside(name); err != nil {
+		return fmt.Errorf("release queue: %w", err)
 	}
-	return os.Rename(filepath.Join(q.Dir, name), filepath.Join(q.Dir, name+".bad"))
-}
-
-func readRecord(path string) (Record, error) {
-	var r Record
-	f, err := os.Open(path)
-	if err != nil {
-		return r, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
-	if err != nil {
-		return r, err
-	}
-	if len(b) > maxRecordBytes {
-		return r, fmt.Errorf("over %d bytes", maxRecordBytes)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return r, err
-	}
-	return r, r.Validate()
-}
-
-// names are the record files, sorted.
-func (q Queue) names() ([]string, error) {
-	des, err := os.ReadDir(q.Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("release queue: %w", err)
-	}
-	var out []string
-	for _, de := range des {
-		if n := de.Name(); de.Type().IsRegular() && strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return nil
 }

@@ -11,26 +11,21 @@
 //
 // A record is a claim like any other source: DEL still lets the node
 // decide what is a pod's (docs/architecture.md#ownership). The files are
-// written the way the release queue writes its own (one file per
-// attachment, temporary file, fsync, rename, fsync of the directory, mode
-// 0600 in a 0700 directory), so a crash leaves the old record or the new
-// one, never half of one; they are read strictly (unknown fields, oversize
-// files and values no ADD writes are refused).
+// kept as internal/recorddir keeps records, like the release queue's (one
+// file per attachment, written whole, 0600 in a 0700 directory, read
+// strictly), and values no ADD writes are refused.
 package attachrec
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 
+	"github.com/vpccni/vpccni/internal/recorddir"
 	"github.com/vpccni/vpccni/ownership"
 )
 
@@ -148,46 +143,17 @@ func (e *BadRecordError) Error() string {
 }
 func (e *BadRecordError) Unwrap() error { return e.Err }
 
+func (s Store) dir() recorddir.Dir { return recorddir.Dir{Path: s.Dir, MaxBytes: maxRecordBytes} }
+
 // Write stores r durably, replacing the attachment's earlier record.
 func (s Store) Write(r Record) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("attachment record: %w", err)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if err := s.dir().Write(r.Name(), r); err != nil {
 		return fmt.Errorf("attachment records: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.Dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("attachment records: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename: not found
-	if err := writeSync(tmp, b); err != nil {
-		return fmt.Errorf("attachment records: write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(s.Dir, r.Name())); err != nil {
-		return fmt.Errorf("attachment records: %w", err)
-	}
-	return syncDir(s.Dir)
-}
-
-func writeSync(f *os.File, b []byte) error {
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	return errors.Join(werr, serr, cerr)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // Load reads the attachment's record: ErrNotFound when there is none, a
@@ -195,7 +161,7 @@ func syncDir(dir string) error {
 // that attachment (another attachment's record under its name counts).
 func (s Store) Load(networkName, containerID, ifName string) (Record, error) {
 	name := Name(networkName, containerID, ifName)
-	r, err := readRecord(filepath.Join(s.Dir, name))
+	r, err := s.read(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return Record{}, ErrNotFound
 	}
@@ -210,20 +176,19 @@ func (s Store) Load(networkName, containerID, ifName string) (Record, error) {
 
 // Remove deletes the attachment's record, if there is one.
 func (s Store) Remove(networkName, containerID, ifName string) error {
-	err := os.Remove(filepath.Join(s.Dir, Name(networkName, containerID, ifName)))
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return nil
+	if err := s.dir().Remove(Name(networkName, containerID, ifName)); err != nil {
+		return fmt.Errorf("attachment records: %w", err)
 	}
-	return fmt.Errorf("attachment records: %w", err)
+	return nil
 }
 
 // SetAside renames a bad record (name as Load or List found it) so that
 // it is never read again and stays for an operator.
 func (s Store) SetAside(name string) error {
-	if filepath.Base(name) != name || !strings.HasSuffix(name, ".json") {
-		return fmt.Errorf("attachment records: %q is not a record name", name)
+	if err := s.dir().SetAside(name); err != nil {
+		return fmt.Errorf("attachment records: %w", err)
 	}
-	return os.Rename(filepath.Join(s.Dir, name), filepath.Join(s.Dir, name+".bad"))
+	return nil
 }
 
 // Entry is one record file as List read it.
@@ -236,25 +201,17 @@ type Entry struct {
 // record is returned as a *BadRecordError among errs and the rest are
 // still read; a missing directory holds no records.
 func (s Store) List() (entries []Entry, errs []error) {
-	des, err := os.ReadDir(s.Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := s.dir().Names()
 	if err != nil {
 		return nil, []error{fmt.Errorf("attachment records: %w", err)}
 	}
-	for _, de := range des {
-		n := de.Name()
-		if !de.Type().IsRegular() || !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
-			continue
-		}
-		path := filepath.Join(s.Dir, n)
-		r, err := readRecord(path)
+	for _, n := range names {
+		r, err := s.read(n)
 		if err == nil && r.Name() != n {
 			err = fmt.Errorf("its attachment's record is named %s", r.Name())
 		}
 		if err != nil {
-			errs = append(errs, &BadRecordError{Path: path, Err: err})
+			errs = append(errs, &BadRecordError{Path: filepath.Join(s.Dir, n), Err: err})
 			continue
 		}
 		entries = append(entries, Entry{Name: n, Record: r})
@@ -262,37 +219,10 @@ func (s Store) List() (entries []Entry, errs []error) {
 	return entries, errs
 }
 
-func readRecord(path string) (Record, error) {
+func (s Store) read(name string) (Record, error) {
 	var r Record
-	// No symlink followed, no FIFO waited on: a planted file is a bad
-	// record, not a hung DEL.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return r, errors.New("a symbolic link")
-	}
-	if err != nil {
+	if err := s.dir().Read(name, &r); err != nil {
 		return r, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return r, err
-	} else if !fi.Mode().IsRegular() {
-		return r, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
-	if err != nil {
-		return r, err
-	}
-	if len(b) > maxRecordBytes {
-		return r, fmt.Errorf("over %d bytes", maxRecordBytes)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return r, err
-	}
-	if dec.More() {
-		return r, errors.New("data after the record")
 	}
 	return r, r.Validate()
 }

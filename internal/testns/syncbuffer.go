@@ -1,0 +1,25 @@
+package testns
+
+import (
+	"bytes"
+	"sync"
+)
+
+// SyncBuffer is an io.Writer a test reads while a process it started
+// (ipamd, podman) writes to it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
