@@ -9,7 +9,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
 # real-kernel suites, the containerd e2e suite and bench/).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /ipamd/reconcile/realkernel -e /e2e -e /bench/ -e /scenarios/explore/budget)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /internal/refcni -e /ipamd/reconcile/realkernel -e /e2e -e /bench/ -e /scenarios/explore/budget)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
         verify-generated tools deps clean image kind-up kind-load kind-down bench \
@@ -24,20 +24,28 @@ build:
 ## tools: install what the suites need, only what is missing (one line per
 ## tool: found, installed or built): protoc, ip, containerd, runc, iptables,
 ## podman
-## from Debian (apt-get, root); crictl and containerd 2.4.2 built from the
-## Go module proxy at the versions below into $(TOOLS_CACHE), once.
+## from Debian (apt-get, root); crictl, containerd 2.4.2 and the reference
+## plugin (aws/amazon-vpc-cni-k8s's aws-cni, for the interop suite and
+## make bench) built from the Go module proxy at the versions below into
+## $(TOOLS_CACHE), once.
 ## VPCCNI_INSTALL=0 installs nothing: a missing tool then stops here, named
 ## with the command that installs it.
 VPCCNI_INSTALL      ?= 1
 CRICTL_VERSION      := v1.37.0
 CONTAINERD2_VERSION := v2.4.2
+REFCNI_VERSION      := v1.23.2
 TOOLS_CACHE         ?= $(or $(XDG_CACHE_HOME),$(or $(HOME),/root)/.cache)/vpccni-tools
 # The e2e suite reads these two (set either to use a build of your own).
 export CRICTL          ?= $(TOOLS_CACHE)/crictl-$(CRICTL_VERSION)/crictl
 export CONTAINERD2_DIR ?= $(TOOLS_CACHE)/containerd-$(CONTAINERD2_VERSION)
+# The interop suite and make bench read these two: the reference plugin and
+# the writable copy of its module it was built from (the interop suite
+# builds its checkpoint generator there).
+export VPCCNI_REFCNI     ?= $(TOOLS_CACHE)/amazon-vpc-cni-k8s-$(REFCNI_VERSION)/aws-cni
+export VPCCNI_REFCNI_SRC ?= $(TOOLS_CACHE)/amazon-vpc-cni-k8s-$(REFCNI_VERSION)/src
 tools:
 	@VPCCNI_INSTALL=$(VPCCNI_INSTALL) CRICTL_VERSION=$(CRICTL_VERSION) CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) \
-	  GO="$(GO)" tools/install.sh
+	  REFCNI_VERSION=$(REFCNI_VERSION) GO="$(GO)" tools/install.sh
 
 ## deps: the old name of tools.
 deps: tools
@@ -85,9 +93,11 @@ scenarios:
 ## lacks (VLAN links) are skipped, with the reason.
 kernel-real: $(TESTSUMMARY)
 	@mkdir -p $(REPORTS)
-	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testns/... ./ipamd/reconcile/realkernel/...
+	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testns/... ./internal/refcni/... ./ipamd/reconcile/realkernel/...
 
-## integration: real binaries, real gRPC, network namespaces (root).
+## integration: real binaries, real gRPC, network namespaces (root). Its
+## interop specs run the reference plugin ($(VPCCNI_REFCNI), make tools)
+## beside vpc-cni against ipamd; without it they fail, naming make tools.
 integration:
 	@mkdir -p $(REPORTS)
 	$(GINKGO) -r -v --junit-report=integration-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./integration

@@ -8,11 +8,15 @@
 #                      the command that installs it.
 #   CRICTL             where crictl is (built here when missing)
 #   CONTAINERD2_DIR    where containerd 2.4's containerd, shim and ctr are
-#   CRICTL_VERSION, CONTAINERD2_VERSION   the versions built from the Go
-#                      module proxy (the go command checks their checksums)
+#   VPCCNI_REFCNI      where the reference plugin (aws-cni) is
+#   VPCCNI_REFCNI_SRC  the writable copy of its module it is built in
+#   CRICTL_VERSION, CONTAINERD2_VERSION, REFCNI_VERSION   the versions
+#                      built from the Go module proxy (the go command
+#                      checks their checksums)
 set -euo pipefail
 : "${CRICTL:?run through make tools}" "${CONTAINERD2_DIR:?run through make tools}"
 : "${CRICTL_VERSION:?run through make tools}" "${CONTAINERD2_VERSION:?run through make tools}"
+: "${VPCCNI_REFCNI:?run through make tools}" "${VPCCNI_REFCNI_SRC:?run through make tools}" "${REFCNI_VERSION:?run through make tools}"
 install="${VPCCNI_INSTALL:-1}"
 GO="${GO:-go}"
 status=0
@@ -116,5 +120,47 @@ elif [ "$install" = 0 ]; then
 	missing containerd2 "CGO_ENABLED=0 GOBIN=$CONTAINERD2_DIR $c2_cmd"
 else
 	build containerd2 "$CONTAINERD2_DIR" env CGO_ENABLED=0 $c2_cmd || exit 1
+fi
+
+# The reference plugin, aws/amazon-vpc-cni-k8s's cmd/routed-eni-cni-plugin,
+# for the interop suite and make bench. go install refuses its module (it
+# has replace directives), so its zip is downloaded (checksummed by the go
+# command), copied somewhere writable and built there; the copy is kept
+# beside the binary, for the interop suite's checkpoint generator. Static,
+# so it runs in the suite's jail (internal/refcni); version stamped like a
+# release build (its ClientVersion on the wire). Never committed.
+ref_mod="github.com/aws/amazon-vpc-cni-k8s@$REFCNI_VERSION"
+ref_dir=$(dirname "$VPCCNI_REFCNI")
+if [ -x "$VPCCNI_REFCNI" ] && [ -d "$VPCCNI_REFCNI_SRC" ]; then
+	say aws-cni "found $VPCCNI_REFCNI"
+elif [ "$install" = 0 ]; then
+	missing aws-cni "make tools (downloads $ref_mod and builds ./cmd/routed-eni-cni-plugin into $ref_dir)"
+else
+	mkdir -p "$ref_dir"
+	printf 'tools: %-12s building %s into %s ... ' aws-cni "$ref_mod" "$ref_dir"
+	start=$SECONDS
+	log=$(mktemp)
+	if ! (
+		flock 9
+		set -e
+		mod=$("$GO" mod download -json "$ref_mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[ -d "$mod" ] || { echo "go mod download gave no Dir"; exit 1; }
+		rm -rf "$VPCCNI_REFCNI_SRC.tmp"
+		cp -r "$mod" "$VPCCNI_REFCNI_SRC.tmp"
+		chmod -R u+w "$VPCCNI_REFCNI_SRC.tmp"
+		cd "$VPCCNI_REFCNI_SRC.tmp"
+		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -ldflags "-X main.version=$REFCNI_VERSION" \
+			-o "$VPCCNI_REFCNI.tmp" ./cmd/routed-eni-cni-plugin
+		rm -rf "$VPCCNI_REFCNI_SRC"
+		mv "$VPCCNI_REFCNI_SRC.tmp" "$VPCCNI_REFCNI_SRC"
+		mv "$VPCCNI_REFCNI.tmp" "$VPCCNI_REFCNI"
+	) 9>"$ref_dir/.lock" >"$log" 2>&1; then
+		echo "failed"
+		cat "$log" >&2
+		rm -f "$log"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "built in $((SECONDS - start)) s"
 fi
 exit $status

@@ -205,8 +205,9 @@ func run(root string, m mutant, timeout time.Duration) result {
 	}
 	var details []string
 	for _, p := range m.Pkgs {
-		args := append([]string{"test", "-count=1", "-timeout", timeout.String()}, m.Args...)
-		args = append(args, p)
+		// The package first: go test reads flags after it too, and hands
+		// the ones it does not know (-ginkgo.focus=…) to the test binary.
+		args := append([]string{"test", "-count=1", "-timeout", timeout.String(), p}, m.Args...)
 		out, err := goCmd(dir, timeout+time.Minute, args...)
 		if err != nil {
 			if strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") {
