@@ -112,18 +112,22 @@ e2e:
 	@mkdir -p $(REPORTS)
 	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./e2e
 
-## bench: ADD/DEL latency of vpc-cni (with ipamd --cloud memory) beside
-## ptp + host-local (the containernetworking/plugins of go.mod), interleaved,
-## through libcni in a node namespace, and vpc-cni's DEL while ipamd is
+## bench: ADD/DEL of vpc-cni and of the reference plugin (aws-cni, make
+## tools builds it), both against ipamd --cloud memory, beside ptp +
+## host-local (the containernetworking/plugins of go.mod): interleaved,
+## through libcni in a node namespace, the plugin process alone timed
+## (docs/benchmarks.md), at 1, 30, 110 and 250 pods on the node: medians,
+## p95, CPU per call and ratios at 1 and 110 pods, the cost curve, also as
+## JSON in $(BIN)/bench/cnibench.json; then vpc-cni's DEL while ipamd is
 ## SIGSTOPped (root). Prints figures; fails only when something does not
 ## work. Then containerd 1.6 (crictl runp/stopp/rmp) on two nodes, one with
-## vpc-cni, one with ptp, interleaved (needs containerd, runc, crictl as e2e
-## does: make tools; fails without them). Not part of test.
-## BENCH_FLAGS="-n 50 -hang-runs 10 -v", BENCH_CRI_RUNS=20.
+## vpc-cni, one with ptp, interleaved (needs containerd, runc, crictl as
+## e2e does). Not part of test.
+## BENCH_FLAGS="-n 50 -pods 1,110 -hang-runs 10 -v", BENCH_CRI_RUNS=20.
 BENCH_FLAGS ?=
 BENCH_CRI_RUNS ?= 20
 CNI_PLUGINS_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/containernetworking/plugins)
-bench:
+bench: tools
 	$(GO) build -o $(BIN)/bench/vpc-cni ./plugin/cmd/vpc-cni
 	$(GO) build -o $(BIN)/bench/ipamd ./ipamd/cmd/ipamd
 	@# ptp imports modules this go.sum does not list: build it at go.mod's
@@ -132,7 +136,7 @@ bench:
 	  github.com/containernetworking/plugins/plugins/main/ptp@$(CNI_PLUGINS_VERSION) \
 	  github.com/containernetworking/plugins/plugins/ipam/host-local@$(CNI_PLUGINS_VERSION)
 	$(GO) build -o $(BIN)/bench/cnibench ./bench/cmd/cnibench
-	$(BIN)/bench/cnibench -bin $(BIN)/bench $(BENCH_FLAGS)
+	$(BIN)/bench/cnibench -bin $(BIN)/bench -ref $(VPCCNI_REFCNI) -json $(BIN)/bench/cnibench.json $(BENCH_FLAGS)
 	BENCH_CRI_RUNS=$(BENCH_CRI_RUNS) $(GINKGO) -v --label-filter=bench ./e2e
 
 ## explore: the whole fault space of the eviction template (every failpoint
