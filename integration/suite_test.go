@@ -46,6 +46,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	for pkg, name := range map[string]string{"./plugin/cmd/vpc-cni": "vpc-cni", "./ipamd/cmd/ipamd": "ipamd"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as shipped
 		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, out)
 	}
@@ -54,6 +55,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	// its own, so no CNI_PATH can mix it up with the production plugin.
 	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", filepath.Join(failpointBinDir(dir), "vpc-cni"), "./plugin/cmd/vpc-cni")
 	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build -tags failpoints: %s", out)
 	return []byte(dir)

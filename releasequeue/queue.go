@@ -110,7 +110,13 @@ func (q Queue) max() int {
 	return DefaultMax
 }
 
-func (q Queue) dir() recorddir.Dir { return recorddir.Dir{Path: q.Dir, MaxBytes: maxRecordBytes} }
+// The queue's records are synced: one lost would keep its address out of
+// the pool for good (its pod is gone and nothing else would release it).
+// On a node the queue is under /var/run, a tmpfs, where a sync costs
+// nothing.
+func (q Queue) dir() recorddir.Dir {
+	return recorddir.Dir{Path: q.Dir, MaxBytes: maxRecordBytes, Sync: true}
+}
 
 // Append writes r durably, replacing the attachment's earlier record.
 func (q Queue) Append(r Record) error {

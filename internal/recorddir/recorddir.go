@@ -1,8 +1,9 @@
 // Package recorddir is a directory of small JSON records, one file each,
 // as the release queue (package releasequeue) and the attachment records
-// (plugin/attachrec) keep them: written whole (temporary file, fsync,
-// rename, fsync of the directory), mode 0600 in a 0700 directory, so a
-// crash leaves the old record or the new one, never half of one; read
+// (plugin/attachrec) keep them: written whole (temporary file, rename;
+// with Sync, an fsync of the file before the rename and of the directory
+// after it), mode 0600 in a 0700 directory, so a crash of the writer
+// leaves the old record or the new one, never half of one; read
 // strictly (no symbolic link followed, no FIFO waited on, a size limit,
 // no unknown field, nothing after the record), since anything local can
 // plant a file there.
@@ -27,6 +28,12 @@ type Dir struct {
 	// MaxBytes bounds one file: a bigger one is not a record the caller
 	// wrote.
 	MaxBytes int
+	// Sync makes a write survive the machine's crash too, not only the
+	// writer's (a written file is in the page cache, and every later
+	// reader sees it, whatever happens to the process that wrote it):
+	// about a millisecond of fsyncs per write on a disk. A caller whose
+	// records mean nothing after a reboot leaves it off.
+	Sync bool
 }
 
 // CheckName refuses what is not a record file name: a record is
@@ -38,7 +45,7 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Write stores v as the record name, durably, replacing an earlier one.
+// Write stores v as the record name, whole, replacing an earlier one.
 func (d Dir) Write(name string, v any) error {
 	if err := CheckName(name); err != nil {
 		return err
@@ -59,12 +66,18 @@ func (d Dir) Write(name string, v any) error {
 	}
 	defer os.Remove(tmp.Name()) // after the rename: not found
 	_, werr := tmp.Write(b)
-	serr := tmp.Sync()
+	var serr error
+	if d.Sync {
+		serr = tmp.Sync()
+	}
 	if err := errors.Join(werr, serr, tmp.Close()); err != nil {
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(d.Path, name)); err != nil {
 		return err
+	}
+	if !d.Sync {
+		return nil
 	}
 	dir, err := os.Open(d.Path)
 	if err != nil {

@@ -61,7 +61,10 @@ func (Opener) Open(path string) (kernel.API, error) {
 		ns.Close()
 		return nil, fmt.Errorf("open %s: not a network namespace: %w", path, kernel.ErrNamespaceGone)
 	}
-	h, err := netlink.NewHandleAt(ns)
+	// Only rtnetlink: a handle opens a socket per family it is given (all
+	// three by default, each made by entering the namespace), and nothing
+	// here speaks xfrm or netfilter.
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("netlink handle in %q: %w", path, err)

@@ -13,7 +13,7 @@
 // decide what is a pod's (docs/architecture.md#ownership). The files are
 // kept as internal/recorddir keeps records, like the release queue's (one
 // file per attachment, written whole, 0600 in a 0700 directory, read
-// strictly), and values no ADD writes are refused.
+// strictly), but not synced (see Store.dir), and values no ADD writes are refused.
 package attachrec
 
 import (
@@ -143,9 +143,16 @@ func (e *BadRecordError) Error() string {
 }
 func (e *BadRecordError) Unwrap() error { return e.Err }
 
+// A record is not synced (a millisecond of every ADD on a disk): a
+// written record is in the page cache, where every later DEL reads it
+// whatever becomes of the ADD that wrote it, and only a crash of the
+// machine loses it. After that reboot no pod namespace, veth, route or
+// rule of the node is left and ipamd's checkpoint (under /var/run) is
+// gone too, so a DEL has nothing a record could name; libcni's own result
+// cache is not synced either.
 func (s Store) dir() recorddir.Dir { return recorddir.Dir{Path: s.Dir, MaxBytes: maxRecordBytes} }
 
-// Write stores r durably, replacing the attachment's earlier record.
+// Write stores r whole, replacing the attachment's earlier record.
 func (s Store) Write(r Record) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("attachment record: %w", err)
