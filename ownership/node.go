@@ -49,17 +49,27 @@ func (e ENI) String() string {
 
 // ReadNode reads the node namespace's ENIs.
 func ReadNode(k kernel.API) (*Node, error) {
-	links, err := k.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list the node's links: %w", err)
-	}
-	names := make(map[int]string, len(links))
-	for _, l := range links {
-		names[l.Index] = l.Name
-	}
 	addrs, err := k.AddrList(0, kernel.FamilyAll)
 	if err != nil {
 		return nil, fmt.Errorf("list the node's addresses: %w", err)
+	}
+	// Only links with an address are named: the ENIs (and lo), a handful,
+	// where a dump of every link would cost a DEL a few milliseconds on a
+	// node of a hundred pods (their host veths carry no address).
+	names := map[int]string{}
+	for _, a := range addrs {
+		if _, done := names[a.LinkIndex]; done {
+			continue
+		}
+		l, err := k.LinkByIndex(a.LinkIndex)
+		switch {
+		case err == nil:
+			names[a.LinkIndex] = l.Name
+		case kernel.IsNotFound(err):
+			names[a.LinkIndex] = "" // gone since the address dump
+		default:
+			return nil, fmt.Errorf("look up the node's link %d: %w", a.LinkIndex, err)
+		}
 	}
 	n := &Node{own: map[netip.Addr]string{}}
 	prefixes := map[int][]netip.Prefix{}

@@ -109,7 +109,7 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, ho
 		return nil, OutcomeUnreachable, err
 	}
 	defer closer.Close()
-	ctx, cancel := context.WithTimeout(ctx, inv.conf.Timeout())
+	ctx, cancel := inv.ipamdContext(ctx)
 	defer cancel()
 	reply, err := client.DelNetwork(ctx, &rpc.DelNetworkRequest{
 		ClientVersion:              p.env.Version,
@@ -142,7 +142,7 @@ func (p *Plugin) assign(ctx context.Context, inv *invocation) (*rpc.AddNetworkRe
 		return nil, OutcomeUnreachable, err
 	}
 	defer closer.Close()
-	ctx, cancel := context.WithTimeout(ctx, inv.conf.Timeout())
+	ctx, cancel := inv.ipamdContext(ctx)
 	defer cancel()
 	reply, err := client.AddNetwork(ctx, &rpc.AddNetworkRequest{
 		ClientVersion:              p.env.Version,

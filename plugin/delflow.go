@@ -253,7 +253,7 @@ func (p *Plugin) lookup(r *DelRequest) (known *driver.Pod, asked bool, hold io.C
 
 // listHeld is lookup's question: ipamd's allocations of this attachment.
 func (p *Plugin) listHeld(r *DelRequest, inv rpc.InventoryClient) (*driver.Pod, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.inv.conf.Timeout())
+	ctx, cancel := r.inv.ipamdContext(context.Background())
 	defer cancel()
 	list, err := inv.ListAllocations(ctx, &rpc.ListAllocationsRequest{NetworkName: r.inv.conf.Name,
 		ContainerId: r.inv.args.ContainerID, IfName: r.inv.args.IfName, PodNamespace: r.inv.podNS, PodName: r.inv.podName,

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"github.com/vpccni/vpccni/internal/failpoint"
+	"time"
 
 	"context"
 	"errors"
@@ -96,6 +97,18 @@ type invocation struct {
 	podNS, podName string
 	log            *slog.Logger
 	closeLog       io.Closer
+	// ipamdDeadline ends the verb's time with ipamd, set by its first
+	// call: ipamdTimeout bounds all of a verb's calls together (a DEL asks
+	// and then releases; a hung ipamd must not cost it the timeout twice).
+	ipamdDeadline time.Time
+}
+
+// ipamdContext is ctx bounded by the verb's ipamd deadline.
+func (inv *invocation) ipamdContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if inv.ipamdDeadline.IsZero() {
+		inv.ipamdDeadline = time.Now().Add(inv.conf.Timeout())
+	}
+	return context.WithDeadline(ctx, inv.ipamdDeadline)
 }
 
 func (p *Plugin) begin(args *skel.CmdArgs, verb string) (*invocation, error) {

@@ -34,8 +34,8 @@ const (
 // Jail is one locked OS thread with a private mount namespace and a tmpfs
 // root. Inside it the machine's /proc, /sys, /dev and /tmp are bound at
 // their own paths, SocketDir is bound to a directory of the caller's (where
-// ipamd listens) and /host to a temporary directory (the reference's log
-// lands there). A process started from the thread (a CNI plugin exec'd by
+// ipamd listens) or is a tmpfs of its own, as /var/run is on a node, and
+// /host is a temporary directory (the reference's log lands there). A process started from the thread (a CNI plugin exec'd by
 // libcni) sees that tree; the machine never sees any of its mounts, and
 // they all go when the thread ends (Close).
 type Jail struct {
@@ -64,7 +64,10 @@ var sameBinds = []string{"/proc", "/sys", "/dev", "/tmp"}
 // the machine.
 var readOnlyBinds = []string{"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"}
 
-// NewJail starts the thread. socketDir is bound at SocketDir inside.
+// NewJail starts the thread. socketDir is bound at SocketDir inside; ""
+// makes SocketDir a tmpfs seen only inside (an ipamd started from the
+// jail keeps its socket, checkpoint and release queue there, as aws-node
+// does in a node's /var/run).
 func NewJail(socketDir string) (*Jail, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("refcni: the jail needs root (mount namespaces)")
@@ -191,7 +194,15 @@ func (j *Jail) enter(socketDir string) error {
 			return fmt.Errorf("make %s read-only: %w", p, err)
 		}
 	}
-	if err := j.bind(socketDir, SocketDir, false); err != nil {
+	if socketDir == "" {
+		target := filepath.Join(j.root, SocketDir)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", target, "tmpfs", 0, "mode=0755"); err != nil {
+			return fmt.Errorf("tmpfs at %s: %w", SocketDir, err)
+		}
+	} else if err := j.bind(socketDir, SocketDir, false); err != nil {
 		return err
 	}
 	if err := j.bind(j.hostDir, "/host", false); err != nil {

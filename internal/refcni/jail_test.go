@@ -84,3 +84,25 @@ func TestJailKeepsTheMachineApart(t *testing.T) {
 		t.Errorf("Do in the exposed namespace: %v", err)
 	}
 }
+
+// NewJail("") makes /var/run/aws-node a tmpfs only the jail sees: what an
+// ipamd started there keeps in it never lands on the machine.
+func TestJailOwnSocketDir(t *testing.T) {
+	testns.Require(t)
+	j, err := NewJail("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	probe := filepath.Join(SocketDir, "refcni-probe")
+	if err := j.Run(func() error { return os.WriteFile(probe, []byte("x"), 0o600) }); err != nil {
+		t.Fatalf("write %s inside: %v", probe, err)
+	}
+	if err := j.Run(func() error { _, err := os.Stat(probe); return err }); err != nil {
+		t.Errorf("%s is not there inside: %v", probe, err)
+	}
+	if _, err := os.Lstat(probe); err == nil {
+		os.Remove(probe)
+		t.Errorf("%s landed on the machine", probe)
+	}
+}

@@ -45,7 +45,6 @@ func TestSetupKernelCalls(t *testing.T) {
 			p := Pod{HostVeth: hv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: ip1, Table: table}}, MACSeed: "c1"}
 			calls := []*gomock.Call{
 				host.EXPECT().LinkByName(hv).Return(kernel.Link{}, syscall.ENODEV),
-				host.EXPECT().LinkList().Return(nil, nil),
 				pod.EXPECT().AddVeth(gomock.Any()).DoAndReturn(func(s kernel.VethSpec) error {
 					if s.Name != "eth0" || s.PeerName != hv || s.MTU != 9001 || s.PeerNamespace != host || len(s.PeerHardwareAddr) != 6 || s.PeerHardwareAddr[0]&3 != 2 {
 						t.Errorf("veth spec %+v", s)

@@ -25,7 +25,6 @@ func TestSetupIPv6KernelCalls(t *testing.T) {
 	tentative := []kernel.Addr{{LinkIndex: 2, IPNet: cidr("2600:1f14:a:1::1/128"), Flags: kernel.AddrFlagTentative}}
 	gomock.InOrder(
 		host.EXPECT().LinkByName(hv).Return(kernel.Link{}, syscall.ENODEV),
-		host.EXPECT().LinkList().Return(nil, nil),
 		pod.EXPECT().AddVeth(gomock.Any()).Return(nil),
 		host.EXPECT().SysctlSet(gomock.Any(), gomock.Any()).Return(nil).Times(3),
 		host.EXPECT().LinkSetUp(hv).Return(nil),

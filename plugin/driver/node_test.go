@@ -42,7 +42,9 @@ func ifAddr(s string) *net.IPNet {
 
 // expectNode answers a mock node's ownership.ReadNode with the test node.
 func expectNode(host *mock_kernel.MockAPI) {
-	host.EXPECT().LinkList().Return(testLinks, nil).AnyTimes()
+	for _, l := range testLinks {
+		host.EXPECT().LinkByIndex(l.Index).Return(l, nil).AnyTimes()
+	}
 	host.EXPECT().AddrList(0, kernel.FamilyAll).Return(testAddrs, nil).AnyTimes()
 	host.EXPECT().RuleList(kernel.FamilyAll).Return([]kernel.Rule{testENIRule}, nil).AnyTimes()
 	host.EXPECT().RouteList(kernel.FamilyAll, 0).Return(testRoutes, nil).AnyTimes()

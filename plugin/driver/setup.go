@@ -48,10 +48,7 @@ func (d *Driver) Setup(host, pod kernel.API, p Pod) error {
 	} else if !kernel.IsNotFound(err) {
 		return fmt.Errorf("look up host veth %s: %w", p.HostVeth, err)
 	}
-	mac, err := hostMAC(host, p.MACSeed+"/"+p.HostVeth)
-	if err != nil {
-		return err
-	}
+	mac := hostMAC(p.MACSeed + "/" + p.HostVeth)
 	if err := d.step(StepCreateVeth, p.ContainerIf+"/"+p.HostVeth, func() error {
 		return pod.AddVeth(kernel.VethSpec{Name: p.ContainerIf, MTU: p.MTU, PeerName: p.HostVeth,
 			PeerNamespace: host, PeerHardwareAddr: mac})

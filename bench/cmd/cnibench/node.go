@@ -113,7 +113,12 @@ func newNode(c nodeConfig) (_ *node, err error) {
 	if n.dir, err = os.MkdirTemp("", "cnibench-"); err != nil {
 		return nil, err
 	}
-	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
+	// ipamd's socket, checkpoint and release queue live where aws-node
+	// keeps them on a node, /var/run/aws-node, which the jail makes a
+	// tmpfs as /var/run is on a node (a checkpoint fsync there costs
+	// nothing; on the bench's /tmp it would cost every ADD and DEL
+	// milliseconds no node pays). ipamd runs in the jail too.
+	n.sock = filepath.Join(refcni.SocketDir, "ipamd.sock")
 	n.logFile = filepath.Join(n.dir, "plugin.log")
 	if n.host, err = (linux.Opener{}).Open(n.ns.Path()); err != nil {
 		return nil, err
@@ -132,7 +137,7 @@ func newNode(c nodeConfig) (_ *node, err error) {
 	if err = os.MkdirAll(bin, 0o755); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"vpc-cni", "ptp", "host-local"} {
+	for _, b := range []string{"vpc-cni", "ipamd", "ptp", "host-local"} {
 		if err = copyFile(filepath.Join(c.binDir, b), filepath.Join(bin, b)); err != nil {
 			return nil, err
 		}
@@ -143,24 +148,28 @@ func newNode(c nodeConfig) (_ *node, err error) {
 	n.exec = &timedExec{raw: invoke.RawExec{Stderr: c.out}}
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(n.dir, "cache"), n.exec)
 
-	n.ipamd = exec.Command(filepath.Join(c.binDir, "ipamd"), "--socket", n.sock, "--cloud", "memory",
+	t = time.Now()
+	if n.jail, err = refcni.NewJail(""); err != nil {
+		return nil, err
+	}
+	// ipamd touches the kernel only inside a named namespace it can see.
+	if err = n.jail.ExposeNetns(n.ns.Path()); err != nil {
+		return nil, err
+	}
+	n.setup.jail = time.Since(t)
+	n.ipamd = exec.Command(filepath.Join(bin, "ipamd"), "--socket", n.sock, "--cloud", "memory",
 		"--instance-type", c.instanceType, "--warm-ip-target", fmt.Sprint(c.warmIPs),
-		"--checkpoint", filepath.Join(n.dir, "aws-node", "ipam.json"),
+		"--checkpoint", filepath.Join(refcni.SocketDir, "ipam.json"),
 		"--introspection-address", "unix:"+n.introspectSock(),
 		"--metrics-address", "127.0.0.1:61678", "--ip-cooldown", "0s")
 	n.ipamd.Stdout, n.ipamd.Stderr = c.out, c.out
-	if err = n.ns.Do(n.ipamd.Start); err != nil {
+	if err = n.jail.Do(n.ns.Path(), n.ipamd.Start); err != nil {
 		n.ipamd = nil
 		return nil, fmt.Errorf("start ipamd: %w", err)
 	}
 	if err = n.waitPool(c.warmIPs); err != nil {
 		return nil, err
 	}
-	t = time.Now()
-	if n.jail, err = refcni.NewJail(filepath.Dir(n.sock)); err != nil {
-		return nil, err
-	}
-	n.setup.jail = time.Since(t)
 	return n, nil
 }
 
@@ -177,7 +186,7 @@ func (n *node) waitPool(want int) error {
 	var last string
 	for time.Now().Before(deadline) {
 		if free, err := poolFree(&c); err == nil && free >= want {
-			if _, err := os.Stat(n.sock); err == nil {
+			if err := n.jail.Run(func() error { _, err := os.Stat(n.sock); return err }); err == nil {
 				return nil
 			}
 		} else if err != nil {
@@ -209,13 +218,13 @@ func poolFree(c *http.Client) (int, error) {
 }
 
 func (n *node) close() {
-	if n.jail != nil {
-		n.jail.Close()
-	}
 	if n.ipamd != nil && n.ipamd.Process != nil {
 		n.ipamd.Process.Signal(syscall.SIGCONT)
 		n.ipamd.Process.Kill()
 		n.ipamd.Wait()
+	}
+	if n.jail != nil {
+		n.jail.Close()
 	}
 	if n.host != nil {
 		n.host.Close()
