@@ -271,6 +271,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 
 		// DEL tears down what is left from the cached result.
 		c.run1("del", "aws-cni", p).ok()
+		n.reaped()
 		Expect(n.rulesFor(ip)).To(BeEmpty())
 		Expect(n.allocations()).To(BeEmpty())
 		Expect(c.cached("aws-cni", p)).NotTo(BeAnExistingFile())
@@ -310,6 +311,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		Expect(gc.replies).To(HaveLen(2))
 		Expect(gc.replies).To(HaveKey("DEL-"+cnitoolContainerID(cached.netns.Path())), "libcni DELs the cached attachment")
 		Expect(gc.replies).To(HaveKey("GC-"), "then the plugin's GC")
+		n.reaped() // the DEL handed its pod's veth pair to ipamd
 
 		Expect(n.rulesFor(staleIP)).To(BeEmpty(), "the stale attachment's rules")
 		Expect(n.routesFor(staleIP)).To(BeEmpty(), "the stale attachment's routes")
@@ -325,6 +327,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		// A DEL of what GC took finds nothing left to do.
 		c.run1("del", "aws-cni", cached).ok()
 		c.run1("del", "aws-cni-b", other).ok()
+		n.reaped()
 		Expect(n.rulesFor(otherIP)).To(BeEmpty())
 		Expect(n.routesFor(otherIP)).To(BeEmpty())
 		Expect(n.allocations()).To(BeEmpty())

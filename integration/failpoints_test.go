@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -195,7 +196,20 @@ func (b *bench) delCase(name failpoint.Name) {
 	ip := b.addOnDevice(p)
 	b.curIP = ip
 
-	err := b.x.with(string(name)+"=crash@1", func() error { return n.del(p) })
+	// vpccni's ipamd takes the pod's veth pair: a DEL deletes it itself
+	// only when ipamd does not answer, so that is how this step is reached
+	// (SIGSTOP: the DEL waits out its ipamdTimeout).
+	away := name == driver.StepPoint(driver.StepDelPodVeth)
+	if away {
+		Expect(n.ipamd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
+	}
+	err := b.x.with(string(name)+"=crash@1", func() error {
+		return n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+	})
+	if away {
+		Expect(n.ipamd.Process.Signal(syscall.SIGCONT)).To(Succeed())
+	}
+	n.reaped()
 	if !crashedAt(err, name) {
 		b.expectPodGone(p, ip)
 		return

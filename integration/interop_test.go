@@ -119,7 +119,9 @@ func (r *refNode) add(list *libcni.NetworkConfigList, p *pod) *current.Result {
 }
 
 func (r *refNode) del(list *libcni.NetworkConfigList, p *pod) error {
-	return r.call(list, p, func(ctx context.Context) error { return r.cni.DelNetworkList(ctx, list, p.rt) })
+	err := r.call(list, p, func(ctx context.Context) error { return r.cni.DelNetworkList(ctx, list, p.rt) })
+	r.reaped()
+	return err
 }
 
 func (r *refNode) check(list *libcni.NetworkConfigList, p *pod) error {

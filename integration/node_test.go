@@ -190,8 +190,13 @@ func (n *node) check(p *pod) error {
 
 // del runs CNI DEL through libcni: libcni hands the cached ADD result to
 // the plugin as prevResult.
+// A DEL (one that fails too: it may have handed the veth over before it
+// reported a bad prevResult) is followed by ipamd's reaping of the veth
+// pair it was handed (reaped), so a spec sees the end state.
 func (n *node) del(p *pod) error {
-	return n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+	err := n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+	n.reaped()
+	return err
 }
 
 func podAddr(res *current.Result) netip.Addr {

@@ -188,6 +188,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(out.Details).To(ContainSubstring("abc"))
 		Expect(kernel.Minus(before, snapshot(n.host))).To(ConsistOf(podLines), "the node lost exactly the pod's lines")
 		Expect(kernel.Minus(snapshot(n.host), before)).To(BeEmpty(), "the node gained lines")
+		n.reaped()
 		Expect(allocatedIPs(n)).NotTo(ContainElement(podAddr(res).String()), "ipamd released the pod's address")
 	})
 })

@@ -279,6 +279,9 @@ type Daemon struct {
 	onCheckpointWrite func()
 	reconMu           sync.Mutex
 	reconciledAt      time.Time
+	// the reaper of handed-over veths (reap.go)
+	reapMu   sync.Mutex
+	reapWake chan struct{}
 
 	mu       sync.Mutex
 	server   *grpc.Server
@@ -324,7 +327,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipamd: instance %s: %w", inst.ID, err)
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store, reapWake: make(chan struct{}, 1)}
 	if cfg.Kernel != nil {
 		d.eni = &eninet.Net{Kernel: cfg.Kernel, Log: cfg.Logger, StandIn: cfg.StandInLinks}
 		if cfg.Reconcile {
@@ -441,6 +444,11 @@ func (d *Daemon) bringUp() error {
 	// Before the reconciler and before serving: the queue says which
 	// addresses are free for sure, the reconciler only judges.
 	if err := d.drainReleaseQueue(); err != nil {
+		return err
+	}
+	// Handed-over veths of the last run (their addresses still held):
+	// deleted and released before the reconciler judges the pool.
+	if err := d.reapOnce(context.Background(), d.startupFault); err != nil {
 		return err
 	}
 	if d.recon != nil {

@@ -9,14 +9,17 @@ import (
 	"github.com/vpccni/vpccni/internal/failpoint"
 )
 
-// ipamd's failpoints: around the checkpoint write of each call, and in the
-// reconciler between removing an allocation's rules and releasing it.
+// ipamd's failpoints: around the checkpoint write of each call, in the
+// reconciler between removing an allocation's rules and releasing it, and
+// in the reaper around a handed-over veth's deletion.
 var (
 	FailAddBeforeCheckpoint = failpoint.Register("ipamd/add/before-checkpoint", "AddNetwork: assigned in memory, not yet on disk")
 	FailAddBeforeReply      = failpoint.Register("ipamd/add/before-reply", "AddNetwork: on disk, the plugin not yet answered")
 	FailDelBeforeCheckpoint = failpoint.Register("ipamd/del/before-checkpoint", "DelNetwork: released in memory, not yet on disk")
 	FailDelBeforeReply      = failpoint.Register("ipamd/del/before-reply", "DelNetwork: released on disk, the plugin not yet answered")
 	FailReconcileRelease    = failpoint.Register("ipamd/reconcile/before-release", "reconciler: a gone pod's rules removed, its address not yet released")
+	FailReapBeforeDelete    = failpoint.Register("ipamd/reap/before-delete", "reaper: a handed-over pod veth not yet deleted, its address held")
+	FailReapBeforeRelease   = failpoint.Register("ipamd/reap/before-release", "reaper: a handed-over pod veth gone, its address not yet released")
 )
 
 // fault applies an armed failpoint inside a call: an error fails the

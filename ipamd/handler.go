@@ -17,6 +17,7 @@ import (
 const (
 	outcomeAssigned   = "assigned"
 	outcomeReleased   = "released"
+	outcomeHandedOver = "handed-over" // released once its veth is gone (reap.go)
 	outcomeInvalid    = "invalid-request"
 	outcomeNoIP       = "no-available-ip"
 	outcomeUnknownPod = "unknown-pod"
@@ -138,8 +139,16 @@ func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*
 		h.d.countDel(outcomeVersion, req.GetReason())
 		return nil, errWrongVersion
 	}
-	a, err := h.d.store.Release(key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName()),
-		datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME(), HostVethIndex: int(req.GetHostVethIndex())})
+	k := key(req.GetNetworkName(), req.GetContainerID(), req.GetIfName())
+	meta := datastore.Meta{PodNamespace: req.GetK8S_POD_NAMESPACE(), PodName: req.GetK8S_POD_NAME(), HostVethIndex: int(req.GetHostVethIndex())}
+	if req.GetDeleteHostVeth() && meta.HostVethIndex > 0 && h.d.canTakeVeths() {
+		if reply, err, done := h.handOver(ctx, log, req, k, meta); done {
+			return reply, err
+		}
+		// Nothing to hand over to (unknown pod, another sandbox's): the
+		// release below answers as it would.
+	}
+	a, err := h.d.store.Release(k, meta)
 	var notOwner *datastore.NotOwnerError
 	if errors.As(err, &notOwner) {
 		// The pod's address was recovered from the kernel and this sandbox

@@ -10,11 +10,14 @@ import (
 // startLoops runs the warm pool and the reconciler in the background,
 // unless the harness drives them (ManualLoops). Called with d.mu held.
 func (d *Daemon) startLoops() {
-	if d.cfg.ManualLoops || (d.pool == nil && d.recon == nil) {
+	if d.cfg.ManualLoops || (d.pool == nil && d.recon == nil && !d.canTakeVeths()) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop = cancel
+	if d.canTakeVeths() {
+		d.loops.Go(func() { d.runReaper(ctx) })
+	}
 	if d.pool != nil {
 		d.loops.Go(func() { d.pool.Run(ctx, warmpool.DefaultInterval) })
 	}
@@ -45,14 +48,17 @@ func (d *Daemon) stopLoops() {
 }
 
 // Tick is one pass of the background work, for a harness on a simulated
-// clock (ManualLoops): a warm-pool step, and a reconcile pass when one is
-// due. It returns the warm-pool action taken ("" for none) and its error.
+// clock (ManualLoops): the reaper, a warm-pool step, and a reconcile pass
+// when one is due. It returns the warm-pool action taken ("" for none) and its error.
 func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 	d.mu.Lock()
 	serving := d.listener != nil
 	d.mu.Unlock()
 	if !serving {
 		return "", nil
+	}
+	if err := d.reapOnce(ctx, d.callFault(ctx)); err != nil {
+		return "", err
 	}
 	if d.pool != nil {
 		if action, err = d.pool.Step(ctx); err != nil {

@@ -47,6 +47,9 @@ type allocationView struct {
 	RouteTable   int        `json:"routeTable"`
 	Since        time.Time  `json:"since"`
 	Recovered    bool       `json:"recoveredFromKernel,omitempty"`
+	// Releasing: the pod's DEL is done but for its veth pair, which ipamd
+	// deletes before the address goes back to the pool.
+	Releasing bool `json:"releasing,omitempty"`
 }
 
 func (s introspection) Allocations() any {
@@ -54,7 +57,7 @@ func (s introspection) Allocations() any {
 	for _, a := range s.d.store.Allocations() {
 		out = append(out, allocationView{NetworkName: a.Key.NetworkName, ContainerID: a.Key.ContainerID, IfName: a.Key.IfName,
 			Pod: podName(a.Meta.PodNamespace, a.Meta.PodName), IP: a.IP, DeviceNumber: a.DeviceNumber, RouteTable: a.RouteTable,
-			Since: a.Since, Recovered: a.Key.Recovered()})
+			Since: a.Since, Recovered: a.Key.Recovered(), Releasing: a.Releasing})
 	}
 	return out
 }

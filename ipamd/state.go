@@ -55,8 +55,9 @@ func (d *Daemon) restore() error {
 			Key: datastore.Key{NetworkName: a.NetworkName, ContainerID: a.ContainerID, IfName: a.IfName},
 			Meta: datastore.Meta{PodNamespace: a.Metadata.K8SPodNamespace, PodName: a.Metadata.K8SPodName,
 				Netns: a.Netns, HostVethIndex: a.HostVethIndex},
-			IP:    ip,
-			Since: a.Time(),
+			IP:        ip,
+			Since:     a.Time(),
+			Releasing: a.Releasing,
 		})
 	}
 	kept, dropped := d.store.Restore(allocs)
@@ -145,7 +146,7 @@ func (d *Daemon) checkpointFile() checkpoint.File {
 		c := checkpoint.Allocation{NetworkName: a.Key.NetworkName, ContainerID: a.Key.ContainerID, IfName: a.Key.IfName,
 			AllocationTimestamp: a.Since.UnixNano(),
 			Metadata:            checkpoint.Metadata{K8SPodNamespace: a.Meta.PodNamespace, K8SPodName: a.Meta.PodName, InterfacesCount: 1},
-			Netns:               a.Meta.Netns, HostVethIndex: a.Meta.HostVethIndex}
+			Netns:               a.Meta.Netns, HostVethIndex: a.Meta.HostVethIndex, Releasing: a.Releasing}
 		if a.IP.Is4() {
 			c.IPv4 = a.IP.String()
 		} else {

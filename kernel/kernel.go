@@ -218,6 +218,11 @@ type API interface {
 	AddVlan(spec VlanSpec) error
 	AddBridge(name string, mtu int) error
 	LinkDel(name string) error
+	// LinkDelIndex deletes the link with this ifindex: a link deleted and
+	// a new one made with its name since it was looked up are never
+	// mistaken for each other (an ifindex is not reused while the kernel
+	// has others to give).
+	LinkDelIndex(index int) error
 	LinkSetUp(name string) error
 
 	// Addresses

@@ -152,7 +152,7 @@ func (p *Plugin) writeRecord(inv *invocation, pod kernel.API, podNet driver.Pod,
 }
 
 func (p *Plugin) releaseAfterFailedAdd(inv *invocation) {
-	if _, out, err := p.release(background(), inv, ReasonSetupNSFailed, 0); err != nil {
+	if _, out, err := p.release(background(), inv, ReasonSetupNSFailed, 0, false); err != nil {
 		inv.log.Warn("could not return the address to ipamd", "outcome", out, "error", err)
 	}
 }

@@ -100,7 +100,9 @@ func Classify(err error) Outcome {
 // hostVethIndex is the sandbox's proof that it owns an allocation ipamd
 // recovered from the kernel (the peer of its container interface, read
 // before any teardown; 0 when the sandbox's namespace is gone).
-func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, hostVethIndex int) (*rpc.DelNetworkReply, Outcome, error) {
+// handOverVeth leaves that veth pair to ipamd to delete before the
+// address goes back (the reply's HostVethTaken says whether it did).
+func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, hostVethIndex int, handOverVeth bool) (*rpc.DelNetworkReply, Outcome, error) {
 	if err := p.env.Failpoints.Trigger(FailDelRelease); err != nil {
 		return nil, OutcomeError, err
 	}
@@ -122,6 +124,7 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, ho
 		IfName:                     inv.args.IfName,
 		NetworkName:                inv.conf.Name,
 		HostVethIndex:              int32(hostVethIndex),
+		DeleteHostVeth:             handOverVeth,
 	})
 	if err != nil {
 		return nil, Classify(err), err

@@ -34,6 +34,9 @@ type DelRequest struct {
 	// When the pod namespace is gone, the record's host veth ifindex is
 	// HostVethIndex.
 	Record *driver.Pod
+	// leftVeth: the teardown left the veth pair and the release hands it
+	// to ipamd (vpccni's flow decides, deleteFlow).
+	leftVeth bool
 }
 
 // PrepareDel parses a DEL. Bad netconf or CNI_ARGS are CNI errors and
@@ -75,7 +78,7 @@ func (r *DelRequest) Log() *slog.Logger { return r.inv.log }
 
 // Release asks ipamd, within the deadline, to free the pod's address.
 func (p *Plugin) Release(r *DelRequest) (*rpc.DelNetworkReply, Outcome, error) {
-	return p.release(background(), r.inv, ReasonPodDeleted, r.HostVethIndex)
+	return p.release(background(), r.inv, ReasonPodDeleted, r.HostVethIndex, r.leftVeth)
 }
 
 // PodFromDelReply is the pod as ipamd's DelNetwork reply describes it (nil

@@ -27,7 +27,7 @@ func TestDelCallHasIpamdDeadline(t *testing.T) {
 	var deadline time.Duration
 	var hasDeadline bool
 	gomock.InOrder(
-		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
 			func(ctx context.Context, _ *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
 				var d time.Time
@@ -40,6 +40,8 @@ func TestDelCallHasIpamdDeadline(t *testing.T) {
 					return nil, errors.New("stand-in ipamd gave up first")
 				}
 			}),
+		// ipamd did not take the veth pair: the DEL deletes it.
+		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 	)
 	start := time.Now()
 	if err := r.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "0", "1")}))); err != nil {

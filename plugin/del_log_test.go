@@ -33,8 +33,9 @@ func TestDelUnknownPodLogsNoWarning(t *testing.T) {
 			r.p.env.Log = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			r.expectHandles(true)
 			gomock.InOrder(
-				r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+				r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 				r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(c.ipamd),
+				r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 			)
 			if err := r.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "0", "1")}))); err != nil {
 				t.Fatalf("DEL = %v, want success", err)

@@ -66,8 +66,9 @@ func TestDelWithPrevResult(t *testing.T) {
 			r := newRig(t)
 			r.expectHandles(true)
 			gomock.InOrder(
-				r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+				r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 				r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(c.ipamd),
+				r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 			)
 			err := r.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "0", "1")})))
 			if err != nil {
@@ -97,8 +98,9 @@ func TestDelReplyNamesExtraAddress(t *testing.T) {
 	extra := &rpc.DelNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{
 		{IPv4Addr: "10.0.2.11", DeviceNumber: 1, RouteTableId: 2}, {IPv4Addr: "10.0.2.12", DeviceNumber: 1, RouteTableId: 2}}}
 	gomock.InOrder(
-		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).Return(extra, nil),
+		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 		r.drv.EXPECT().Teardown(r.host, r.pod, driver.Pod{HostVeth: testHostVeth, ContainerIf: "eth0",
 			IPs: []driver.PodIP{{Addr: netip.MustParseAddr("10.0.2.12"), Table: 2}}}).Return(driver.Report{}, nil),
 	)
@@ -147,7 +149,15 @@ func TestDelWithoutPrevResult(t *testing.T) {
 			if c.podAlive {
 				r.drv.EXPECT().Inspect(r.host, podH, "eth0").Return(c.inspect, nil)
 			}
-			if c.teardown != nil {
+			switch {
+			case c.teardown != nil && c.inspect != nil:
+				// Read back from the live namespace: the veth pair is left
+				// for ipamd, which takes none here, so the DEL deletes it.
+				gomock.InOrder(
+					r.drv.EXPECT().Teardown(r.host, podH, leftVeth(*c.teardown)).Return(driver.Report{}, c.tearErr),
+					r.drv.EXPECT().Teardown(r.host, podH, *c.teardown).Return(driver.Report{}, nil),
+				)
+			case c.teardown != nil:
 				r.drv.EXPECT().Teardown(r.host, podH, *c.teardown).Return(driver.Report{}, c.tearErr)
 			}
 			err := r.p.Del(cmdArgs(netconf(t, nil)))

@@ -61,7 +61,7 @@ func (p *Plugin) deleteFlow(r *DelRequest) error {
 	known, asked, hold := p.lookup(r)
 	defer hold.Close() // the release rides on the lookup's connection
 	pod, source := p.gather(r, known, asked)
-	rep, err := p.teardown(r, pod)
+	rep, err := p.teardown(r, pod, asked)
 	var notPod *driver.NotPodAddressError
 	if errors.As(err, &notPod) && r.State != nil {
 		// The node contradicts the prevResult: nothing of it was touched.
@@ -69,7 +69,7 @@ func (p *Plugin) deleteFlow(r *DelRequest) error {
 		evidence = badPrev("%v", err)
 		r.State = nil
 		pod, source = p.gather(r, known, asked)
-		rep, err = p.teardown(r, pod)
+		rep, err = p.teardown(r, pod, asked)
 	}
 	if errors.As(err, &notPod) && r.Record != nil {
 		// Then the record, the same way: a record is a claim too.
@@ -79,7 +79,7 @@ func (p *Plugin) deleteFlow(r *DelRequest) error {
 		}
 		r.Record = nil
 		pod, source = p.gather(r, known, asked)
-		rep, err = p.teardown(r, pod)
+		rep, err = p.teardown(r, pod, asked)
 	}
 	if err != nil {
 		log.Error("teardown failed; keeping the address in ipamd so the retry finds it", "source", source, "removed", rep.Removed,
@@ -95,6 +95,14 @@ func (p *Plugin) deleteFlow(r *DelRequest) error {
 		return evidence
 	}
 	reply, out, rerr := p.Release(r)
+	if r.leftVeth && (rerr != nil || !reply.GetHostVethTaken()) {
+		// ipamd did not take the veth pair: it goes now, before the
+		// address can be released anywhere (queued, or by a reconciler).
+		if err := p.deleteLeftVeth(r, pod); err != nil {
+			log.Error("ipamd did not take the pod's veth and deleting it failed; the runtime must retry", "outcome", out, "error", err)
+			return err
+		}
+	}
 	switch {
 	case out == OutcomeUnknownPod:
 		p.forgetQueued(r)
@@ -193,11 +201,29 @@ func (p *Plugin) inspect(r *DelRequest) *driver.Pod {
 	return pod
 }
 
-func (p *Plugin) teardown(r *DelRequest, pod *driver.Pod) (driver.Report, error) {
+func (p *Plugin) teardown(r *DelRequest, pod *driver.Pod, asked bool) (driver.Report, error) {
 	if pod == nil {
 		return driver.Report{}, nil
 	}
-	return p.env.Driver.Teardown(r.Host, r.Pod, *pod)
+	q := *pod
+	// The veth pair is left for ipamd when vpccni's ipamd answered (a
+	// reference ipamd would release the address without deleting it) and
+	// the sandbox proved which host veth is its own.
+	r.leftVeth = asked && q.Branch == nil && r.Pod != nil && r.HostVethIndex > 0
+	q.LeaveVeth = r.leftVeth
+	return p.env.Driver.Teardown(r.Host, r.Pod, q)
+}
+
+// deleteLeftVeth deletes the veth pair a teardown left for ipamd, when
+// ipamd did not take it: the teardown again, which finds nothing else.
+func (p *Plugin) deleteLeftVeth(r *DelRequest, pod *driver.Pod) error {
+	r.leftVeth = false
+	rep, err := p.env.Driver.Teardown(r.Host, r.Pod, *pod)
+	if err != nil {
+		return teardownError("pod namespace", err)
+	}
+	r.inv.log.Info("deleted the veth pair ipamd did not take", "removed", rep.Removed)
+	return nil
 }
 
 // teardownReplyOnly tears down the addresses ipamd's release reply names

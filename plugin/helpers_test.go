@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"github.com/vpccni/vpccni/plugin/driver"
 	"io"
 	"testing"
 
@@ -124,4 +125,11 @@ func (unimplementedInventory) ListAllocations(context.Context, *rpc.ListAllocati
 // LoadNetConf tags a prevResult with the netconf's.
 func inFormat(format string, r types.Result) *formattedResult {
 	return &formattedResult{result: r, format: format}
+}
+
+// leftVeth is p as a DEL's first teardown is given it when it hands the
+// veth pair to vpccni's ipamd.
+func leftVeth(p driver.Pod) driver.Pod {
+	p.LeaveVeth = true
+	return p
 }

@@ -203,8 +203,9 @@ func TestLogFileProblemDoesNotFailDEL(t *testing.T) {
 	r.p.env.Log = slog.New(slog.NewTextHandler(&stderr, nil))
 	r.expectHandles(true)
 	gomock.InOrder(
-		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(ipamdOK),
+		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 	)
 	err := r.p.Del(cmdArgs(netconf(t, map[string]any{"pluginLogFile": link, "pluginLogLevel": "debug",
 		"prevResult": refPrevResult(testHostVeth, "2", "0", "1")})))

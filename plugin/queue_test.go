@@ -32,8 +32,9 @@ func queueRig(t *testing.T, max int) (*rig, releasequeue.Queue) {
 func delTornDown(t *testing.T, r *rig, ipamd delFn) error {
 	r.expectHandles(true)
 	gomock.InOrder(
-		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
+		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(ipamd),
+		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 	)
 	return r.p.Del(cmdArgs(netconf(t, map[string]any{"prevResult": refPrevResult(testHostVeth, "2", "0", "1")})))
 }

@@ -128,7 +128,8 @@ func TestHungIpamdIsCutOffByIpamdTimeout(t *testing.T) {
 			r := newRig(t)
 			r.p.env.Dial = DialGRPC
 			r.expectHandles(true)
-			r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil)
+			r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil)
+			r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil) // ipamd did not take the veth
 			begin := time.Now()
 			err := r.p.Del(cmdArgs(netconf(t, map[string]any{"ipamdAddress": addr, "ipamdTimeout": timeout.String(),
 				"prevResult": refPrevResult(testHostVeth, "2", "0", "1")})))

@@ -57,15 +57,20 @@ type Allocation struct {
 	// nanoseconds.
 	AllocationTimestamp int64    `json:"allocationTimestamp"`
 	Metadata            Metadata `json:"metadata"`
-	// Netns and HostVethIndex are vpccni's only additions to the format,
-	// both omitted when empty, and both skipped as unknown fields by the
-	// reference's reader (a file moves between the two either way). Netns
-	// is the pod namespace the sandbox's ADD named (GC finds the
-	// sandbox's host veth through it); HostVethIndex, for an allocation
-	// recovered from the kernel, the ifindex of the host veth it was
-	// recovered from (a DEL must name it to release the address).
+	// Netns, HostVethIndex and Releasing are vpccni's only additions to
+	// the format, all omitted when empty, and all skipped as unknown
+	// fields by the reference's reader (a file moves between the two
+	// either way; the reference keeps a releasing allocation as a live one
+	// until its pod's veth is gone). Netns is the pod namespace the
+	// sandbox's ADD named (GC finds the sandbox's host veth through it);
+	// HostVethIndex, for an allocation recovered from the kernel, the
+	// ifindex of the host veth it was recovered from (a DEL must name it
+	// to release the address), and for a releasing one the host veth its
+	// DEL handed to ipamd; Releasing, that the address goes back to the
+	// pool once that veth is gone.
 	Netns         string `json:"netns,omitempty"`
 	HostVethIndex int    `json:"hostVethIndex,omitempty"`
+	Releasing     bool   `json:"releasing,omitempty"`
 }
 
 // Metadata describes the pod holding an allocation. The reference keeps an
@@ -257,6 +262,10 @@ func validateAllocations(allocs []Allocation) error {
 			return fmt.Errorf("allocations[%d]: ifName is empty", i)
 		case a.Metadata.InterfacesCount < 0:
 			return fmt.Errorf("allocations[%d]: metadata.interfacesCount is negative (%d)", i, a.Metadata.InterfacesCount)
+		case a.HostVethIndex < 0:
+			return fmt.Errorf("allocations[%d]: hostVethIndex is negative (%d)", i, a.HostVethIndex)
+		case a.Releasing && a.HostVethIndex == 0:
+			return fmt.Errorf("allocations[%d]: releasing names no host veth (hostVethIndex 0)", i)
 		}
 		ip, err := a.Addr()
 		if err != nil {

@@ -125,6 +125,10 @@ type Allocation struct {
 	DeviceNumber int       // the ENI's device number
 	RouteTable   int       // the ENI's route table, see RouteTable
 	Since        time.Time // when it was assigned
+	// Releasing: the pod is torn down but for its veth pair, which its DEL
+	// handed to ipamd (HandOver; Meta.HostVethIndex names the host end).
+	// The address stays held until that veth is gone (Finish).
+	Releasing bool
 }
 
 // RouteTable is the table a pod's "from" rule uses for an ENI's addresses,
@@ -323,6 +327,11 @@ func (s *Store) Release(key Key, meta Meta) (Allocation, error) {
 	if err != nil {
 		return Allocation{}, err
 	}
+	if a.Releasing {
+		// Handed over already: the address goes once its veth is gone,
+		// not before (a runtime's second DEL must not hurry it).
+		return a, nil
+	}
 	s.drop(a)
 	s.cooling[a.IP] = s.opt.Now()
 	return a, nil
@@ -379,6 +388,65 @@ func (s *Store) recoveredFor(meta Meta) (Allocation, bool) {
 		}
 	}
 	return Allocation{}, false
+}
+
+// HandOver marks what Release(key, meta) would free as Releasing, freeing
+// nothing: the pod's DEL has torn down everything but its veth pair, whose
+// host end meta.HostVethIndex names, and leaves that to ipamd. The
+// address is held until Finish. Handing over twice is the same.
+func (s *Store) HandOver(key Key, meta Meta) (Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if meta.HostVethIndex <= 0 {
+		return Allocation{}, fmt.Errorf("datastore: a hand-over names the host veth's ifindex, got %d", meta.HostVethIndex)
+	}
+	a, err := s.owned(key, meta)
+	if err != nil {
+		return Allocation{}, err
+	}
+	prev := a
+	a.Releasing, a.Meta.HostVethIndex = true, meta.HostVethIndex
+	s.allocs[a.Key] = a
+	return prev, nil
+}
+
+// UndoHandOver puts back an allocation as it was before a HandOver whose
+// checkpoint write failed (prev is what HandOver returned).
+func (s *Store) UndoHandOver(prev Allocation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.allocs[prev.Key]; ok && cur.IP == prev.IP {
+		s.allocs[prev.Key] = prev
+	}
+}
+
+// Releasing lists the allocations handed over and not yet finished.
+func (s *Store) Releasing() []Allocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Allocation
+	for _, a := range s.allocs {
+		if a.Releasing {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b Allocation) int { return a.IP.Compare(b.IP) })
+	return out
+}
+
+// Finish releases, with a cooldown, an allocation handed over whose veth
+// is gone. It does nothing (false) unless a is still held, and still
+// Releasing, by the same key.
+func (s *Store) Finish(a Allocation) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.allocs[a.Key]
+	if !ok || cur.IP != a.IP || !cur.Releasing {
+		return false
+	}
+	s.drop(cur)
+	s.cooling[cur.IP] = s.opt.Now()
+	return true
 }
 
 func (s *Store) drop(a Allocation) {

@@ -28,6 +28,7 @@ const (
 var requestResults = setOf(
 	"assigned",
 	"released",
+	"handed-over",
 	"invalid-request",
 	"no-available-ip",
 	"unknown-pod",

@@ -375,8 +375,8 @@ type DelNetworkRequest struct {
 	// The pod's UID, so a release for a deleted pod cannot take the address
 	// of a recreated pod of the same name (reference v1.20 and later).
 	K8S_POD_UID string `protobuf:"bytes,10,opt,name=K8S_POD_UID,json=K8SPODUID,proto3" json:"K8S_POD_UID,omitempty"`
-	// vpccni's only field beyond the reference's (a number far from theirs;
-	// the reference's ipamd skips it as an unknown field): the ifindex, in
+	// vpccni's fields beyond the reference's (numbers far from theirs; the
+	// reference's ipamd skips them as unknown fields). The ifindex, in
 	// the node namespace, of the host veth that is the peer of the asking
 	// sandbox's container interface, read before its teardown; 0 when the
 	// sandbox's namespace is gone or not given. It is the sandbox's proof
@@ -385,8 +385,15 @@ type DelNetworkRequest struct {
 	// not released, and a late DEL of an old sandbox of the same pod cannot
 	// free the address its new sandbox holds.
 	HostVethIndex int32 `protobuf:"varint,1001,opt,name=HostVethIndex,proto3" json:"HostVethIndex,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The plugin has removed the pod's rules and host route and hands ipamd
+	// the veth pair HostVethIndex names: ipamd deletes that host veth (when
+	// it is still the pod's) and only then returns the address to the pool,
+	// so the DEL does not wait the ~10-40 ms the kernel takes to unregister
+	// a link. ipamd says whether it took it (DelNetworkReply.HostVethTaken);
+	// if not (a reference ipamd), the plugin deletes the veth itself.
+	DeleteHostVeth bool `protobuf:"varint,1002,opt,name=DeleteHostVeth,proto3" json:"DeleteHostVeth,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DelNetworkRequest) Reset() {
@@ -489,6 +496,13 @@ func (x *DelNetworkRequest) GetHostVethIndex() int32 {
 	return 0
 }
 
+func (x *DelNetworkRequest) GetDeleteHostVeth() bool {
+	if x != nil {
+		return x.DeleteHostVeth
+	}
+	return false
+}
+
 // DelNetworkReply answers DelNetwork. vpccni's ipamd answers a key it does
 // not hold with a NotFound status whose message is
 // "datastore: unknown pod", the text the reference's plugin looks for.
@@ -503,8 +517,12 @@ type DelNetworkReply struct {
 	PodVlanId int32 `protobuf:"varint,4,opt,name=PodVlanId,proto3" json:"PodVlanId,omitempty"`
 	// As in AddNetworkReply.
 	NetworkPolicyMode string `protobuf:"bytes,6,opt,name=NetworkPolicyMode,proto3" json:"NetworkPolicyMode,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// vpccni's: ipamd took the host veth of a DeleteHostVeth request. The
+	// address is held until the veth is gone (deleted by ipamd, or with the
+	// pod's namespace), then released.
+	HostVethTaken bool `protobuf:"varint,1002,opt,name=HostVethTaken,proto3" json:"HostVethTaken,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DelNetworkReply) Reset() {
@@ -565,6 +583,13 @@ func (x *DelNetworkReply) GetNetworkPolicyMode() string {
 	return ""
 }
 
+func (x *DelNetworkReply) GetHostVethTaken() bool {
+	if x != nil {
+		return x.HostVethTaken
+	}
+	return false
+}
+
 var File_ipamd_rpc_rpc_proto protoreflect.FileDescriptor
 
 const file_ipamd_rpc_rpc_proto_rawDesc = "" +
@@ -601,7 +626,7 @@ const file_ipamd_rpc_rpc_proto_rawDesc = "" +
 	"\x0ePodENISubnetGW\x18\t \x01(\tR\x0ePodENISubnetGW\x12$\n" +
 	"\rParentIfIndex\x18\n" +
 	" \x01(\x05R\rParentIfIndex\x12,\n" +
-	"\x11NetworkPolicyMode\x18\r \x01(\tR\x11NetworkPolicyMode\"\xfe\x02\n" +
+	"\x11NetworkPolicyMode\x18\r \x01(\tR\x11NetworkPolicyMode\"\xa7\x03\n" +
 	"\x11DelNetworkRequest\x12$\n" +
 	"\rClientVersion\x18\t \x01(\tR\rClientVersion\x12 \n" +
 	"\fK8S_POD_NAME\x18\x01 \x01(\tR\n" +
@@ -614,12 +639,14 @@ const file_ipamd_rpc_rpc_proto_rawDesc = "" +
 	"\vNetworkName\x18\a \x01(\tR\vNetworkName\x12\x1e\n" +
 	"\vK8S_POD_UID\x18\n" +
 	" \x01(\tR\tK8SPODUID\x12%\n" +
-	"\rHostVethIndex\x18\xe9\a \x01(\x05R\rHostVethIndex\"\xc6\x01\n" +
+	"\rHostVethIndex\x18\xe9\a \x01(\x05R\rHostVethIndex\x12'\n" +
+	"\x0eDeleteHostVeth\x18\xea\a \x01(\bR\x0eDeleteHostVeth\"\xed\x01\n" +
 	"\x0fDelNetworkReply\x12\x18\n" +
 	"\aSuccess\x18\x01 \x01(\bR\aSuccess\x12M\n" +
 	"\x14IPAllocationMetadata\x18\x02 \x03(\v2\x19.rpc.IPAllocationMetadataR\x14IPAllocationMetadata\x12\x1c\n" +
 	"\tPodVlanId\x18\x04 \x01(\x05R\tPodVlanId\x12,\n" +
-	"\x11NetworkPolicyMode\x18\x06 \x01(\tR\x11NetworkPolicyMode2\x88\x01\n" +
+	"\x11NetworkPolicyMode\x18\x06 \x01(\tR\x11NetworkPolicyMode\x12%\n" +
+	"\rHostVethTaken\x18\xea\a \x01(\bR\rHostVethTaken2\x88\x01\n" +
 	"\n" +
 	"CNIBackend\x12<\n" +
 	"\n" +

@@ -46,12 +46,14 @@ var wire = map[protoreflect.FullName]map[protoreflect.Name]field{
 		"ClientVersion": str.n(9), "K8S_POD_NAME": str.n(1), "K8S_POD_NAMESPACE": str.n(2),
 		"K8S_POD_INFRA_CONTAINER_ID": str.n(3), "Reason": str.n(5), "ContainerID": str.n(8),
 		"IfName": str.n(6), "NetworkName": str.n(7), "K8S_POD_UID": str.n(10),
-		// vpccni's one addition, far from the reference's numbers.
-		"HostVethIndex": i32.n(1001),
+		// vpccni's additions, far from the reference's numbers.
+		"HostVethIndex": i32.n(1001), "DeleteHostVeth": flag.n(1002),
 	},
 	"rpc.DelNetworkReply": {
 		"Success": flag.n(1), "IPAllocationMetadata": {num: 2, kind: protoreflect.MessageKind, repeated: true},
 		"PodVlanId": i32.n(4), "NetworkPolicyMode": str.n(6),
+		// vpccni's addition.
+		"HostVethTaken": flag.n(1002),
 	},
 }
 

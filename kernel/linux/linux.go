@@ -268,6 +268,16 @@ func (h *Handle) LinkDel(name string) error {
 	})
 }
 
+func (h *Handle) LinkDelIndex(index int) error {
+	if index <= 0 {
+		return fmt.Errorf("ifindex %d: %w", index, syscall.EINVAL)
+	}
+	return h.use(func() error {
+		// The request names the link by its index alone.
+		return notFound(h.nl.LinkDel(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index}}), fmt.Sprintf("ifindex %d", index))
+	})
+}
+
 func (h *Handle) LinkSetUp(name string) error {
 	return h.use(func() error {
 		l, err := h.nl.LinkByName(name)

@@ -261,6 +261,23 @@ func (h *handle) LinkDel(name string) error {
 	})
 }
 
+// LinkDelIndex is LinkDel by ifindex.
+func (h *handle) LinkDelIndex(index int) error {
+	return h.with(func(n *netns) error {
+		for _, l := range n.links {
+			if l.Index != index {
+				continue
+			}
+			if l.Kind == kernel.KindLoopback {
+				return fmt.Errorf("link %s: %w", l.Name, syscall.EOPNOTSUPP)
+			}
+			n.delLink(l)
+			return nil
+		}
+		return noLink(fmt.Sprintf("ifindex %d", index))
+	})
+}
+
 // LinkSetUp sets a link up. On lo this brings 127.0.0.1/8 and ::1; on any
 // link it adds the connected routes of the addresses it already has, which
 // Linux only installs on a link that is up.

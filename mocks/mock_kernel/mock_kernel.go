@@ -178,6 +178,20 @@ func (mr *MockAPIMockRecorder) LinkDel(name interface{}) *gomock.Call {
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LinkDel", reflect.TypeOf((*MockAPI)(nil).LinkDel), name)
 }
 
+// LinkDelIndex mocks base method.
+func (m *MockAPI) LinkDelIndex(index int) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "LinkDelIndex", index)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// LinkDelIndex indicates an expected call of LinkDelIndex.
+func (mr *MockAPIMockRecorder) LinkDelIndex(index interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LinkDelIndex", reflect.TypeOf((*MockAPI)(nil).LinkDelIndex), index)
+}
+
 // LinkList mocks base method.
 func (m *MockAPI) LinkList() ([]kernel.Link, error) {
 	m.ctrl.T.Helper()

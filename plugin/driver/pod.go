@@ -46,6 +46,12 @@ type Pod struct {
 	MACSeed string
 	// Branch is set for a pod on a branch ENI (security groups for pods).
 	Branch *Branch
+	// LeaveVeth (teardown only, regular pods): remove the rules and the
+	// host route and leave the veth pair, which the DEL hands to ipamd
+	// (ipamd deletes it, then releases the address). Unregistering a link
+	// costs the kernel an RCU grace period, 10 to 40 ms the DEL then does
+	// not wait for.
+	LeaveVeth bool
 }
 
 // Branch is a pod's branch ENI: a VLAN on the trunk ENI with its own

@@ -118,7 +118,9 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 		}
 	} else {
 		vethGone := false
-		if pod != nil {
+		if pod != nil && p.LeaveVeth && p.Branch == nil {
+			rep.note("left %s and its peer %s for ipamd to delete before it releases the address", p.ContainerIf, p.HostVeth)
+		} else if pod != nil {
 			if err := d.step(StepDelPodVeth, p.ContainerIf, func() error {
 				err := pod.LinkDel(p.ContainerIf)
 				if err == nil {
