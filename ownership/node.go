@@ -53,12 +53,16 @@ func ReadNode(k kernel.API) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list the node's addresses: %w", err)
 	}
-	// Only links with an address are named: the ENIs (and lo), a handful,
+	// Only links with a global address are named: the ENIs, a handful,
 	// where a dump of every link would cost a DEL a few milliseconds on a
-	// node of a hundred pods (their host veths carry no address).
+	// node of a hundred pods (their host veths carry only link-local
+	// addresses).
 	names := map[int]string{}
 	for _, a := range addrs {
 		if _, done := names[a.LinkIndex]; done {
+			continue
+		}
+		if p, ok := NetPrefix(a.IPNet); !ok || !p.Addr().IsGlobalUnicast() {
 			continue
 		}
 		l, err := k.LinkByIndex(a.LinkIndex)

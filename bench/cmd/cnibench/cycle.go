@@ -14,15 +14,18 @@ import (
 // sample is one pod's life with one plugin.
 type sample struct {
 	add, del call
-	// set-up outside the timed region
-	netns, remove time.Duration
+	// outside the timed region: the pod namespace's creation, the wait
+	// for the veth pair to go (when the DEL leaves it to ipamd or to the
+	// namespace's removal) and the namespace's removal
+	netns, veth, remove time.Duration
 }
 
 // cycle is one pod's life with one plugin: new namespace (exposed in the
-// jail), ADD, DEL, a check that nothing of the pod is left, removal of the
-// namespace and, for a plugin that leaves the veth pair to it, a wait
-// until the kernel has removed it (so the next run starts on a quiet
-// node). Only the plugin processes of ADD and DEL are timed.
+// jail), ADD, DEL, a check that nothing that routes the pod is left, the
+// wait for its veth pair to go as the plugin arranges it (ipamd deletes
+// vpc-cni's before the namespace goes; the reference's goes with the
+// namespace), and the namespace's removal, so the next run starts on a
+// quiet node. Only the plugin processes of ADD and DEL are timed.
 func (n *node) cycle(pl *plugin, name string) (sample, error) {
 	var s sample
 	t := time.Now()
@@ -47,18 +50,27 @@ func (n *node) cycle(pl *plugin, name string) (sample, error) {
 	if pl.hostVeth != nil {
 		hostVeth = pl.hostVeth(name)
 	}
-	if err := n.gone(p, ip, hostVeth, !pl.leavesVeth); err != nil {
+	if err := n.gone(p, ip, hostVeth, pl.vethBy == vethByDEL); err != nil {
 		n.removeNetns(p)
 		return s, fmt.Errorf("%s: %w", pl.name, err)
+	}
+	t = time.Now()
+	if pl.vethBy == vethByIpamd {
+		if err := n.waitLinkGone(hostVeth); err != nil {
+			n.removeNetns(p)
+			return s, fmt.Errorf("%s: %w", pl.name, err)
+		}
+		s.veth = time.Since(t)
 	}
 	t = time.Now()
 	if err := n.removeNetns(p); err != nil {
 		return s, err
 	}
-	if pl.leavesVeth {
+	if pl.vethBy == vethByNamespace {
 		if err := n.waitLinkGone(hostVeth); err != nil {
 			return s, fmt.Errorf("%s: %w", pl.name, err)
 		}
+		s.veth = time.Since(t)
 	}
 	s.remove = time.Since(t)
 	return s, nil
@@ -106,8 +118,9 @@ func (n *node) gone(p *pod, ip net.IP, hostVeth string, withVeth bool) error {
 	return nil
 }
 
-// waitLinkGone waits for the kernel to remove a link of a removed
-// namespace's veth pair (it does so asynchronously).
+// waitLinkGone waits for a host veth to go: deleted by ipamd after a DEL
+// handed it over, or by the kernel after the namespace's removal (both
+// asynchronous to the DEL).
 func (n *node) waitLinkGone(name string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -116,7 +129,7 @@ func (n *node) waitLinkGone(name string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("host veth %s still there 10s after its namespace was removed (%v)", name, err)
+			return fmt.Errorf("host veth %s still there after 10s (%v)", name, err)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

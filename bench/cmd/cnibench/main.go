@@ -126,9 +126,9 @@ func (n *node) plugins(timeout time.Duration) ([]*plugin, error) {
 	}
 	byPod := func(name string) string { return ownership.HostVeth("eni", "default", name) }
 	return []*plugin{
-		{name: "vpc-cni", list: vpc, hostVeth: byPod},
-		{name: "reference", list: ref, hostVeth: byPod, leavesVeth: true},
-		{name: "ptp+host-local", list: ptp},
+		{name: "vpc-cni", list: vpc, hostVeth: byPod, vethBy: vethByIpamd},
+		{name: "reference", list: ref, hostVeth: byPod, vethBy: vethByNamespace},
+		{name: "ptp+host-local", list: ptp, vethBy: vethByDEL},
 	}, nil
 }
 

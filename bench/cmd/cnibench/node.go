@@ -71,10 +71,18 @@ type plugin struct {
 	// hostVeth names the pod's node-side veth (vpc-cni and the reference
 	// derive it from the pod), "" for ptp (it picks a random name).
 	hostVeth func(podName string) string
-	// leavesVeth: the plugin's DEL leaves the veth pair to the removal of
-	// the pod's namespace (the reference does).
-	leavesVeth bool
+	// vethBy is who deletes the pod's veth pair after the plugin's ADD:
+	// its DEL (ptp), ipamd once the DEL handed it over (vpc-cni), or the
+	// kernel when the runtime removes the pod's namespace (the reference).
+	vethBy string
 }
+
+// Who deletes a pod's veth pair.
+const (
+	vethByDEL       = "its DEL"
+	vethByIpamd     = "ipamd, after the DEL"
+	vethByNamespace = "the namespace's removal"
+)
 
 // node is the node namespace: stand-in ENIs (veth pairs), ipamd, libcni
 // behind the jail that every plugin call runs in.

@@ -21,15 +21,15 @@ type setupTimes struct {
 type verbs struct {
 	addWall, addCPU, delWall, delCPU []time.Duration
 	// outside the timed region: pod namespace + jail bind, the jail's
-	// hand-off around each call, namespace removal (and the wait for the
-	// veth pair's removal when the plugin leaves it)
-	netns, handoff, remove []time.Duration
+	// hand-off around each call, the veth pair's removal after the DEL
+	// (by ipamd, or with the namespace), the namespace's removal
+	netns, handoff, veth, remove []time.Duration
 }
 
 func (v *verbs) add(s sample) {
 	v.addWall, v.addCPU = append(v.addWall, s.add.wall), append(v.addCPU, s.add.cpu)
 	v.delWall, v.delCPU = append(v.delWall, s.del.wall), append(v.delCPU, s.del.cpu)
-	v.netns, v.remove = append(v.netns, s.netns), append(v.remove, s.remove)
+	v.netns, v.remove, v.veth = append(v.netns, s.netns), append(v.remove, s.remove), append(v.veth, s.veth)
 	v.handoff = append(v.handoff, s.add.whole-s.add.wall, s.del.whole-s.del.wall)
 }
 
@@ -108,13 +108,18 @@ func (r *report) printSetup(w io.Writer, pls []*plugin) {
 	fmt.Fprintf(w, "\nset-up outside the timed region: node namespace and ipamd %s, jail %s (once);", benchstat.Ms(r.Setup.node), benchstat.Ms(r.Setup.jail))
 	fmt.Fprintf(w, " per run, medians over every level:\n")
 	for _, pl := range pls {
-		var netns, handoff, remove []time.Duration
+		var netns, handoff, veth, remove []time.Duration
 		for _, lr := range r.Levels {
 			v := lr.Plugins[pl.name]
-			netns, handoff, remove = append(netns, v.netns...), append(handoff, v.handoff...), append(remove, v.remove...)
+			netns, handoff = append(netns, v.netns...), append(handoff, v.handoff...)
+			veth, remove = append(veth, v.veth...), append(remove, v.remove...)
 		}
 		fmt.Fprintf(w, "  %-16s pod namespace + jail bind %s, jail hand-off per call %s, namespace removal %s\n", pl.name,
 			benchstat.Ms(benchstat.Median(netns)), benchstat.Ms(benchstat.Median(handoff)), benchstat.Ms(benchstat.Median(remove)))
+		if pl.vethBy != vethByDEL {
+			fmt.Fprintf(w, "  %-16s veth pair deleted by %s: %s after the DEL returned (median), %s p95\n", "",
+				pl.vethBy, benchstat.Ms(benchstat.Median(veth)), benchstat.Ms(benchstat.P95(veth)))
+		}
 	}
 }
 
