@@ -102,7 +102,8 @@ func ReadNode(k kernel.API) (*Node, error) {
 			}
 		}
 	}
-	routes, err := k.RouteList(kernel.FamilyAll, 0)
+	// Only main's routes say anything about the ENIs here.
+	routes, err := k.RouteList(kernel.FamilyAll, kernel.TableMain)
 	if err != nil {
 		return nil, fmt.Errorf("list the node's routes: %w", err)
 	}

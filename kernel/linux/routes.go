@@ -86,6 +86,13 @@ var hiddenTypes = map[int]bool{unix.RTN_BROADCAST: true, unix.RTN_ANYCAST: true,
 func (h *Handle) RouteList(family kernel.Family, table int) (out []kernel.Route, err error) {
 	err = h.use(func() error {
 		rs, err := dump(func() ([]netlink.Route, error) {
+			if table == kernel.TableMain {
+				// Without a filter netlink keeps main's routes and skips
+				// the other tables' unparsed; with one it parses every
+				// route of every table first (on a node of a hundred
+				// pods, the local table's IPv6 entries of each veth).
+				return h.nl.RouteListFiltered(int(family), &netlink.Route{}, 0)
+			}
 			return h.nl.RouteListFiltered(int(family), &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 		})
 		for _, r := range rs {

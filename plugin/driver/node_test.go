@@ -47,7 +47,7 @@ func expectNode(host *mock_kernel.MockAPI) {
 	}
 	host.EXPECT().AddrList(0, kernel.FamilyAll).Return(testAddrs, nil).AnyTimes()
 	host.EXPECT().RuleList(kernel.FamilyAll).Return([]kernel.Rule{testENIRule}, nil).AnyTimes()
-	host.EXPECT().RouteList(kernel.FamilyAll, 0).Return(testRoutes, nil).AnyTimes()
+	host.EXPECT().RouteList(kernel.FamilyAll, kernel.TableMain).Return(testRoutes, nil).AnyTimes()
 }
 
 // plugENIs gives a model node namespace the test node's ENIs.
