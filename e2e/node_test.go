@@ -164,6 +164,26 @@ type allocation struct {
 	ContainerID string `json:"containerID"`
 	Pod         string `json:"pod"`
 	IP          string `json:"ip"`
+	Releasing   bool   `json:"releasing"`
+}
+
+// reaped waits until ipamd holds nothing a DEL handed over: vpc-cni's DEL
+// leaves the pod's veth pair to ipamd, which deletes it and then releases
+// the address, moments after the DEL returned. Every check of the node's
+// end state waits for it first.
+func (n *node) reaped() {
+	if n.ipamd == nil {
+		return
+	}
+	Eventually(func() []string {
+		var left []string
+		for _, a := range n.allocations() {
+			if a.Releasing {
+				left = append(left, a.IP+" of "+a.Pod)
+			}
+		}
+		return left
+	}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty(), "handed-over veths ipamd has not deleted")
 }
 
 // allocations GETs /v1/allocations over ipamd's introspection socket.

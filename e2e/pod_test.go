@@ -188,6 +188,7 @@ func (n *node) expectUp(s *sandbox, table int) {
 // expectGone: nothing of the pod is left on the node: no rule or route
 // naming its address, no host veth, and its pause process has exited.
 func (n *node) expectGone(s *sandbox) {
+	n.reaped()
 	a := net.IP(s.ip.AsSlice())
 	rules, err := n.host.RuleList(kernel.FamilyAll)
 	Expect(err).NotTo(HaveOccurred())
@@ -204,6 +205,7 @@ func (n *node) expectGone(s *sandbox) {
 
 // expectReleased: ipamd no longer holds the pod's address.
 func (n *node) expectReleased(s *sandbox) {
+	n.reaped()
 	for _, a := range n.allocations() {
 		Expect(a.ContainerID).NotTo(Equal(s.id), "ipamd still holds %s", a.IP)
 		Expect(a.IP).NotTo(Equal(s.ip.String()), "ipamd still holds the address for %s", a.Pod)
@@ -212,6 +214,7 @@ func (n *node) expectReleased(s *sandbox) {
 
 // snapshot is every kernel object of the node namespace.
 func (n *node) snapshot() []string {
+	n.reaped()
 	st, err := kernel.Snapshot(n.host)
 	Expect(err).NotTo(HaveOccurred())
 	return st.Lines()

@@ -183,12 +183,12 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		prev := res
 		prev.Interfaces[2].Mac = "abc"
 		out, code = n.runPlugin(p, "DEL", n.netconf(prev))
+		n.reaped() // the DEL handed the pod's veth pair to ipamd
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrInvalidNetworkConfig)))
 		Expect(out.Details).To(ContainSubstring("abc"))
 		Expect(kernel.Minus(before, snapshot(n.host))).To(ConsistOf(podLines), "the node lost exactly the pod's lines")
 		Expect(kernel.Minus(snapshot(n.host), before)).To(BeEmpty(), "the node gained lines")
-		n.reaped()
 		Expect(allocatedIPs(n)).NotTo(ContainElement(podAddr(res).String()), "ipamd released the pod's address")
 	})
 })
