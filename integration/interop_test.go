@@ -351,7 +351,7 @@ var _ = Describe("interop with the reference plugin", Label("interop", "real-ker
 				NetworkName: "aws-cni", ContainerID: p.containerID, IfName: "eth0", Namespace: p.ns, Name: p.name})
 		}
 		Expect(os.Remove(n.checkpoint())).To(Succeed())
-		Expect(refcni.WriteCheckpoint(gen, n.checkpoint(), allocs)).To(Succeed())
+		Expect(refcni.WriteCheckpoint(n.jail, gen, n.checkpoint(), allocs)).To(Succeed())
 
 		n.startIpamd(n.instanceType, n.ipamdArgs...)
 		got := n.allocations()

@@ -91,17 +91,25 @@ func BuildCheckpointGen(dir string) (string, error) {
 	return out, nil
 }
 
-// WriteCheckpoint runs the generator: path gets the checkpoint the
-// reference's datastore writes for allocs, assigned in order.
-func WriteCheckpoint(gen, path string, allocs []Allocation) error {
+// WriteCheckpoint runs the generator in the jail: path gets the
+// checkpoint the reference's datastore writes for allocs, assigned in
+// order. The jail, because the reference's packages log at init to
+// /host/var/log/aws-routed-eni/ipamd.log whatever the generator asks.
+func WriteCheckpoint(j *Jail, gen, path string, allocs []Allocation) error {
 	in, err := json.Marshal(allocs)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(gen, path)
-	cmd.Stdin = bytes.NewReader(in)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("refcni: ckptgen: %w\n%s", err, b)
+	var out []byte
+	err = j.Run(func() error {
+		cmd := exec.Command(gen, path)
+		cmd.Stdin = bytes.NewReader(in)
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("refcni: ckptgen: %w\n%s", err, out)
 	}
 	return nil
 }
