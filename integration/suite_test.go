@@ -38,19 +38,15 @@ func requireRoot() {
 // temporary stateDir, and the suite fails if it created the machine's.
 var machineState bool
 
-// hostLogDir is where the reference's packages log, whatever they are
-// told: every reference binary the suite runs runs in internal/refcni's
-// jail, and the suite fails if the machine's /host appeared.
-const hostLogDir = "/host"
-
-var hostBefore bool
-
-func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
+// hostLog watches the machine's /host, where the reference's packages log
+// whatever they are told: every reference binary the suite runs runs in
+// internal/refcni's jail, and the suite fails if it appeared.
+var hostLog machinestate.Guard
 
 var _ = SynchronizedBeforeSuite(func() []byte {
 	requireRoot()
 	machineState = machinestate.Exists()
-	hostBefore = exists(hostLogDir)
+	hostLog = machinestate.Watch("/host", "a reference binary (aws-cni, ckptgen) ran outside internal/refcni's jail")
 	dir, err := os.MkdirTemp("", "vpccni-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	for pkg, name := range map[string]string{"./plugin/cmd/vpc-cni": "vpc-cni", "./ipamd/cmd/ipamd": "ipamd"} {
@@ -79,7 +75,5 @@ var _ = SynchronizedAfterSuite(func() {}, func() {
 		os.RemoveAll(binDir)
 	}
 	Expect(machinestate.Check(machineState)).To(Succeed())
-	if !hostBefore {
-		Expect(exists(hostLogDir)).To(BeFalse(), "the suite created the machine's %s: a reference binary ran outside the jail", hostLogDir)
-	}
+	Expect(hostLog.Check()).To(Succeed())
 })

@@ -15,6 +15,10 @@ import (
 type stepWatch struct {
 	daemon *ipamd.Daemon
 	held   map[netip.Addr]bool // ipamd's allocations after the last step
+	// handed are those of them a DEL had handed its veth pair over for,
+	// with the host veth's ifindex (the hand-over's contract: released
+	// only once that veth is gone)
+	handed map[netip.Addr]int
 	found  []invariant.Violation
 	seen   map[string]bool
 }
@@ -25,22 +29,29 @@ type stepWatch struct {
 // restart without its checkpoint forgets, it does not release.
 func (r *run) stepCheck(where string) {
 	w := &r.steps1
-	cur := map[netip.Addr]bool{}
+	cur, handed := map[netip.Addr]bool{}, map[netip.Addr]int{}
 	if r.ipamd != nil {
 		for _, a := range r.ipamd.Allocations() {
 			cur[a.IP] = true
+			if a.Releasing {
+				handed[a.IP] = a.Meta.HostVethIndex
+			}
 		}
 	}
 	var released []netip.Addr
+	releasedHanded := map[netip.Addr]int{}
 	if r.ipamd != nil && r.ipamd == w.daemon {
 		for a := range w.held {
 			if !cur[a] {
 				released = append(released, a)
+				if idx, ok := w.handed[a]; ok {
+					releasedHanded[a] = idx
+				}
 			}
 		}
 	}
-	w.daemon, w.held = r.ipamd, cur
-	vs, err := invariant.CheckStep(r.world(), released)
+	w.daemon, w.held, w.handed = r.ipamd, cur, handed
+	vs, err := invariant.CheckStep(r.world(), released, releasedHanded)
 	if err != nil {
 		r.note("step check after %s: %v", where, err)
 		return

@@ -412,8 +412,11 @@ func doubleHolders(w World) []Violation {
 // misdelivered meanwhile, and an address ipamd released while the kernel
 // still has its rules or host route is one the next holder inherits with
 // them, even if a reconciler cleans up a minute later. released are the
-// addresses ipamd gave back during the step.
-func CheckStep(w World, released []netip.Addr) ([]Violation, error) {
+// addresses ipamd gave back during the step; handed are those of them a
+// DEL had handed its veth pair over for, with that veth's ifindex: ipamd
+// may release such an address only once the veth is gone (a policy whose
+// DEL hands nothing over is held to rules and routes alone).
+func CheckStep(w World, released []netip.Addr, handed map[netip.Addr]int) ([]Violation, error) {
 	out := doubleHolders(w)
 	if len(released) == 0 {
 		return out, nil
@@ -443,6 +446,13 @@ func CheckStep(w World, released []netip.Addr) ([]Violation, error) {
 		for _, r := range routes {
 			if p, ok := ownership.NetPrefix(r.Dst); ok && p == ownership.HostPrefix(a) {
 				left = append(left, "route "+p.String())
+			}
+		}
+		if idx, ok := handed[a]; ok {
+			if l, err := w.Node.LinkByIndex(idx); err == nil {
+				left = append(left, fmt.Sprintf("link %s (the veth its DEL handed over)", l.Name))
+			} else if !kernel.IsNotFound(err) {
+				return nil, err
 			}
 		}
 		if len(left) > 0 {

@@ -134,13 +134,13 @@ func TestEachCheckFires(t *testing.T) {
 // step are not findings.
 func TestCheckStepFires(t *testing.T) {
 	f := setup(t)
-	vs, err := CheckStep(f.w, nil)
+	vs, err := CheckStep(f.w, nil, nil)
 	must(t, err)
 	if len(vs) != 0 {
 		t.Fatalf("a clean step: %v", vs)
 	}
 	// The live pod's address released under it: its rules are its.
-	vs, err = CheckStep(f.w, []netip.Addr{f.pod.IP})
+	vs, err = CheckStep(f.w, []netip.Addr{f.pod.IP}, nil)
 	must(t, err)
 	if len(vs) != 0 {
 		t.Fatalf("an address a live pod holds again: %v", vs)
@@ -148,7 +148,7 @@ func TestCheckStepFires(t *testing.T) {
 	// The pod is gone, its objects are not, and ipamd released it.
 	w := f.w
 	w.Live, w.Deleted = nil, []Pod{f.pod}
-	vs, err = CheckStep(w, []netip.Addr{f.pod.IP})
+	vs, err = CheckStep(w, []netip.Addr{f.pod.IP}, nil)
 	must(t, err)
 	if len(vs) != 1 || vs[0].Kind != EarlyRelease || !strings.Contains(vs[0].What, "rule 1536: from 10.0.2.11 lookup 2") ||
 		!strings.Contains(vs[0].What, "route 10.0.2.11/32") {
@@ -158,7 +158,7 @@ func TestCheckStepFires(t *testing.T) {
 	foreign := kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: ipn("10.0.2.99/32"), Table: kernel.TableMain}
 	must(t, f.node.RuleAdd(foreign))
 	w.Foreign = []kernel.Rule{foreign}
-	vs, err = CheckStep(w, []netip.Addr{netip.MustParseAddr("10.0.2.99")})
+	vs, err = CheckStep(w, []netip.Addr{netip.MustParseAddr("10.0.2.99")}, nil)
 	must(t, err)
 	if len(vs) != 0 {
 		t.Fatalf("a foreign rule: %v", vs)
@@ -166,9 +166,51 @@ func TestCheckStepFires(t *testing.T) {
 	// Two live pods on one address.
 	w = f.w
 	w.Live = append(w.Live, Pod{Name: "default/web-2", ContainerID: "c2", IP: f.pod.IP})
-	vs, err = CheckStep(w, nil)
+	vs, err = CheckStep(w, nil, nil)
 	must(t, err)
 	if len(vs) != 1 || vs[0].Kind != DoubleAssign {
 		t.Fatalf("double assignment: %v", vs)
+	}
+}
+
+// TestCheckStepHandedVeth: an address whose DEL handed its veth pair to
+// ipamd, released while that veth is still on the node, is an early
+// release, even with the rules and the route gone; with no hand-over (the
+// reference's flow leaves its veth to the runtime) it is not.
+func TestCheckStepHandedVeth(t *testing.T) {
+	f := setup(t)
+	rules, err := f.node.RuleList(kernel.FamilyAll)
+	must(t, err)
+	for _, r := range rules {
+		if (r.Dst != nil && r.Dst.IP.Equal(f.pod.IP.AsSlice())) || (r.Src != nil && r.Src.IP.Equal(f.pod.IP.AsSlice())) {
+			must(t, f.node.RuleDel(r))
+		}
+	}
+	routes, err := f.node.RouteList(kernel.FamilyAll, kernel.TableMain)
+	must(t, err)
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.IP.Equal(f.pod.IP.AsSlice()) {
+			must(t, f.node.RouteDel(r))
+		}
+	}
+	veth, err := f.node.LinkByName(f.pod.HostVeth)
+	must(t, err)
+	w := f.w
+	w.Live, w.Deleted = nil, []Pod{f.pod}
+	vs, err := CheckStep(w, []netip.Addr{f.pod.IP}, nil)
+	must(t, err)
+	if len(vs) != 0 {
+		t.Fatalf("no hand-over, rules and route gone: %v", vs)
+	}
+	vs, err = CheckStep(w, []netip.Addr{f.pod.IP}, map[netip.Addr]int{f.pod.IP: veth.Index})
+	must(t, err)
+	if len(vs) != 1 || vs[0].Kind != EarlyRelease || !strings.Contains(vs[0].What, "link "+f.pod.HostVeth) {
+		t.Fatalf("released with its handed-over veth there: %v", vs)
+	}
+	must(t, f.node.LinkDel(f.pod.HostVeth))
+	vs, err = CheckStep(w, []netip.Addr{f.pod.IP}, map[netip.Addr]int{f.pod.IP: veth.Index})
+	must(t, err)
+	if len(vs) != 0 {
+		t.Fatalf("released once its handed-over veth is gone: %v", vs)
 	}
 }
