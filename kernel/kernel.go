@@ -194,6 +194,10 @@ type RouteQuery struct {
 	Dst     net.IP
 	Src     net.IP // optional source address
 	IifName string // optional input interface (a packet arriving from it)
+	// FIBMatch asks for the table entry that answered (RouteResult.Route),
+	// as `ip route get fibmatch`: one request, where finding the route for
+	// an exact prefix by listing would parse the whole table.
+	FIBMatch bool
 }
 
 // RouteResult is the answer to a RouteQuery.
@@ -203,6 +207,10 @@ type RouteResult struct {
 	LinkName  string // output interface name
 	Gw        net.IP
 	RulePrio  int // priority of the rule that selected the table; -1 when unknown (the real kernel does not report it)
+	// Route is the table entry that answered, as RouteList would show it
+	// (its prefix, table, link, metric: what RouteDel needs), when the
+	// query asked FIBMatch; zero otherwise.
+	Route Route
 }
 
 // API is one network namespace's networking, as the plugin, ipamd and the

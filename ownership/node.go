@@ -47,9 +47,23 @@ func (e ENI) String() string {
 	return fmt.Sprintf("%s (%s, table %s)", e.Link, strings.Join(s, " "), TableName(e.Table))
 }
 
-// ReadNode reads the node namespace's ENIs.
+// ReadNode reads the node namespace's ENIs, of both families.
 func ReadNode(k kernel.API) (*Node, error) {
-	addrs, err := k.AddrList(0, kernel.FamilyAll)
+	rules, err := k.RuleList(kernel.FamilyAll)
+	if err != nil {
+		return nil, fmt.Errorf("list the node's rules: %w", err)
+	}
+	return ReadNodeFamily(k, kernel.FamilyAll, rules)
+}
+
+// ReadNodeFamily reads the node's ENIs of one family (FamilyAll: both)
+// from the kernel and from rules, the node's rules of that family as the
+// caller listed them: a teardown lists them once, for this and for its
+// deletes. Only that family's objects are read, so an IPv4 pod's DEL does
+// not parse the link-local IPv6 address of every other pod's host veth.
+// Asked about an address of the other family, the Node knows no ENI.
+func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node, error) {
+	addrs, err := k.AddrList(0, fam)
 	if err != nil {
 		return nil, fmt.Errorf("list the node's addresses: %w", err)
 	}
@@ -87,10 +101,6 @@ func ReadNode(k kernel.API) (*Node, error) {
 		byAddr[p.Addr()] = a.LinkIndex
 		prefixes[a.LinkIndex] = append(prefixes[a.LinkIndex], p.Masked())
 	}
-	rules, err := k.RuleList(kernel.FamilyAll)
-	if err != nil {
-		return nil, fmt.Errorf("list the node's rules: %w", err)
-	}
 	table := map[int]int{} // link index -> its pods' table
 	for _, r := range rules {
 		if r.Priority != PrioENI || !onlySelectors(r, true, false, false) || !IsPodTable(r.Table) {
@@ -103,7 +113,7 @@ func ReadNode(k kernel.API) (*Node, error) {
 		}
 	}
 	// Only main's routes say anything about the ENIs here.
-	routes, err := k.RouteList(kernel.FamilyAll, kernel.TableMain)
+	routes, err := k.RouteList(fam, kernel.TableMain)
 	if err != nil {
 		return nil, fmt.Errorf("list the node's routes: %w", err)
 	}

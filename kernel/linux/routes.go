@@ -117,7 +117,7 @@ func (h *Handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 		return res, fmt.Errorf("route get from %s to %s mixes families: %w", q.Src, q.Dst, syscall.EINVAL)
 	}
 	err = h.use(func() error {
-		rs, err := h.nl.RouteGetWithOptions(q.Dst, &netlink.RouteGetOptions{SrcAddr: q.Src, Iif: q.IifName})
+		rs, err := h.nl.RouteGetWithOptions(q.Dst, &netlink.RouteGetOptions{SrcAddr: q.Src, Iif: q.IifName, FIBMatch: q.FIBMatch})
 		if err != nil {
 			return notFound(err, q.IifName)
 		}
@@ -125,6 +125,9 @@ func (h *Handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 			return fmt.Errorf("no route to %s: %w", q.Dst, syscall.ENETUNREACH)
 		}
 		res = kernel.RouteResult{Table: rs[0].Table, LinkIndex: rs[0].LinkIndex, Gw: rs[0].Gw, RulePrio: -1}
+		if q.FIBMatch {
+			res.Route = fromNLRoute(rs[0])
+		}
 		if l, err := h.nl.LinkByIndex(rs[0].LinkIndex); err == nil {
 			res.LinkName = l.Attrs().Name
 		}

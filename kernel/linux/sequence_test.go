@@ -74,12 +74,21 @@ var lookups = []kernel.RouteQuery{
 	{Dst: ip("10.0.1.10")},
 	{Dst: ip("2001:db8:1::10")},
 	{Dst: ip("10.0.2.77"), Src: ip("10.0.1.50"), IifName: "eth0"},
+	// The teardown's holder check: the entry itself (the pod's host
+	// route, then, with the veth gone, the subnet's or the default).
+	{Dst: ip("10.0.2.11"), FIBMatch: true},
+	{Dst: ip("2001:db8:2::11"), FIBMatch: true},
+	{Dst: ip("198.51.100.7"), FIBMatch: true},
 }
 
 func answer(api kernel.API, q kernel.RouteQuery) string {
 	res, err := api.RouteGet(q)
 	if err != nil {
 		return fmt.Sprintf("errno %d", errnoOf(err))
+	}
+	if q.FIBMatch {
+		r := res.Route
+		return fmt.Sprintf("entry %v table %s dev %s type %d", r.Dst, kernel.TableString(r.Table), res.LinkName, r.Type)
 	}
 	return fmt.Sprintf("table %s dev %s via %v", kernel.TableString(res.Table), res.LinkName, res.Gw)
 }
@@ -100,7 +109,7 @@ func TestModelMatchesKernel(t *testing.T) {
 				dumps[i] = append(dumps[i], st.Lines()...)
 			}
 			for _, q := range lookups {
-				dumps[i] = append(dumps[i], fmt.Sprintf("get %v from %v iif %q: %s", q.Dst, q.Src, q.IifName, answer(w.node, q)))
+				dumps[i] = append(dumps[i], fmt.Sprintf("get %v from %v iif %q fibmatch %v: %s", q.Dst, q.Src, q.IifName, q.FIBMatch, answer(w.node, q)))
 			}
 		})
 	}

@@ -259,6 +259,9 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 				return fmt.Errorf("martian source %s on %s: %w", src, iif.Name, syscall.EINVAL)
 			}
 			res = kernel.RouteResult{Table: n.reportedTable(rt), LinkIndex: loIndex, LinkName: n.links[loIndex].Name, RulePrio: prio}
+			if q.FIBMatch {
+				res.Route = copyRoute(rt.Route)
+			}
 			return nil
 		}
 		if !forwards {
@@ -270,6 +273,9 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 		res = kernel.RouteResult{Table: n.reportedTable(rt), LinkIndex: rt.LinkIndex, Gw: cloneIP(rt.Gw), RulePrio: prio}
 		if rt.hostGw {
 			res.Gw = nil // see route
+		}
+		if q.FIBMatch {
+			res.Route = copyRoute(rt.Route)
 		}
 		if l, ok := n.links[rt.LinkIndex]; ok {
 			res.LinkName = l.Name

@@ -33,7 +33,7 @@ func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, 
 	// A pod recreated with the same name (#1374) finds the old sandbox's
 	// iif rules for the same host veth name, possibly for another VLAN.
 	if err := d.step(StepDelOldIIFRules, hostVeth, func() error {
-		_, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.IifName == hostVeth }))
+		_, err := deleteRules(host, nil, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.IifName == hostVeth }))
 		return err
 	}); err != nil {
 		return err
@@ -159,7 +159,7 @@ func (d *Driver) teardownVlan(host kernel.API, b *Branch, fam kernel.Family, rep
 		return []error{err}
 	}
 	if err := d.step(StepDelIIFRules, fmt.Sprintf("table %d", table), func() error {
-		gone, err := deleteRules(host, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.Table == table }))
+		gone, err := deleteRules(host, nil, iifRuleMatcher(fam, func(r kernel.Rule) bool { return r.Table == table }))
 		for _, r := range gone {
 			rep.removed("rule %d iif %s lookup %d", ownership.PrioVlanIIF, r.IifName, table)
 		}
@@ -177,7 +177,7 @@ func (d *Driver) teardownBranchAddr(host kernel.API, a netip.Addr, table int, ro
 	pfx := ownership.HostPrefix(a)
 	var errs []error
 	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
-		gone, err := deleteRules(host, toPodRuleMatcher(a))
+		gone, err := deleteRules(host, nil, toPodRuleMatcher(a))
 		for range gone {
 			rep.removed("rule %d to %s lookup main", ownership.PrioToPod, pfx)
 		}
@@ -201,7 +201,7 @@ func (d *Driver) teardownBranchAddr(host kernel.API, a netip.Addr, table int, ro
 		return errors.Join(errs...)
 	}
 	if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
-		gone, err := deleteRules(host, fromPodRuleMatcher(a, func(t int) bool { return t == table }))
+		gone, err := deleteRules(host, nil, fromPodRuleMatcher(a, func(t int) bool { return t == table }))
 		for _, r := range gone {
 			rep.removed("rule %d from %s lookup %s", ownership.PrioFromPod, pfx, ownership.TableName(r.Table))
 		}

@@ -133,11 +133,10 @@ func TestTeardownBranchBothModes(t *testing.T) {
 // to another pod's veth, so its VLAN and rules are left alone (#1374).
 func TestTeardownBranchNewHolder(t *testing.T) {
 	host, _, d := rig(t)
-	expectNode(host)
+	expectTeardownNode(host, kernel.FamilyV4, nil)
 	newHolder := []kernel.Route{{Table: 107, Dst: cidr("10.1.0.21/32"), LinkIndex: 12}}
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(nil, nil)
+	host.EXPECT().RuleList(kernel.FamilyV4).Return(nil, nil) // the tie's
 	host.EXPECT().RouteList(kernel.FamilyV4, 107).Return(newHolder, nil).Times(2)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
 	rep, err := d.Teardown(host, nil, Pod{HostVeth: bhv, ContainerIf: "eth0", IPs: []PodIP{{Addr: branchIP, Table: 107}}, Branch: &Branch{VlanID: 7}})
 	if err != nil || len(rep.Skipped) != 1 {
 		t.Fatalf("%v %+v", err, rep)

@@ -116,11 +116,9 @@ func allRules() []kernel.Rule { return append([]kernel.Rule{our512, our1536}, fo
 
 func TestTeardownOwnedIP(t *testing.T) {
 	host, pod, d := rig(t)
-	expectNode(host)
+	expectTeardownNode(host, kernel.FamilyV4, allRules(), hostRt)
 	p := Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}}
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{Index: 2, Kind: kernel.KindVeth, ParentIndex: 7}, nil)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return([]kernel.Route{hostRt}, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
 	host.EXPECT().RuleDel(our512).Return(nil)
 	host.EXPECT().RuleDel(our1536).Return(syscall.ENOENT) // gone meanwhile: fine
 	host.EXPECT().RouteDel(hostRt).Return(nil)
@@ -138,9 +136,7 @@ func TestTeardownOwnedIP(t *testing.T) {
 // the veth): the IP is still ours, its rules go.
 func TestTeardownNamespaceGone(t *testing.T) {
 	host, _, d := rig(t)
-	expectNode(host)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
+	expectTeardownNode(host, kernel.FamilyV4, allRules())
 	host.EXPECT().RuleDel(our512).Return(nil)
 	host.EXPECT().RuleDel(our1536).Return(nil)
 	if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}}); err != nil {
@@ -154,10 +150,8 @@ func TestTeardownNamespaceGone(t *testing.T) {
 // address uses (5): nothing proves it is a pod's.
 func TestTeardownUnknownTable(t *testing.T) {
 	host, _, d := rig(t)
-	expectNode(host)
 	other := kernel.Rule{Priority: 1536, Family: kernel.FamilyV4, Src: cidr("10.0.2.11/32"), Table: 5}
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(append(allRules(), other), nil).Times(2)
+	expectTeardownNode(host, kernel.FamilyV4, append(allRules(), other))
 	host.EXPECT().RuleDel(our512).Return(nil)
 	host.EXPECT().RuleDel(our1536).Return(nil)
 	if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: ownership.TableUnknown}}}); err != nil {
@@ -169,11 +163,10 @@ func TestTeardownUnknownTable(t *testing.T) {
 // pod's veth, so the IP has moved on: no rule or route is touched.
 func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 	host, pod, d := rig(t)
-	expectNode(host)
 	newHolder := hostRt
 	newHolder.LinkIndex = 9
+	expectTeardownNode(host, kernel.FamilyV4, allRules(), newHolder)
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{}, syscall.ENODEV)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return([]kernel.Route{newHolder}, nil)
 	host.EXPECT().LinkByIndex(9).Return(kernel.Link{Index: 9, Name: "eniaaaaaaaaaaa"}, nil)
 	pod.EXPECT().LinkDel("eth0").Return(syscall.ENODEV)
 	rep, err := d.Teardown(host, pod, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
@@ -191,10 +184,8 @@ func TestTeardownLeavesNewHolderAlone(t *testing.T) {
 // reads the pod's addresses from it) stay.
 func TestTeardownFailureIsReported(t *testing.T) {
 	host, pod, d := rig(t)
-	expectNode(host)
+	expectTeardownNode(host, kernel.FamilyV4, allRules(), hostRt)
 	pod.EXPECT().LinkByName("eth0").Return(kernel.Link{Index: 2, Kind: kernel.KindVeth, ParentIndex: 7}, nil)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return([]kernel.Route{hostRt}, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
 	host.EXPECT().RuleDel(our512).Return(syscall.EPERM)
 	host.EXPECT().RuleDel(our1536).Return(nil)
 	rep, err := d.Teardown(host, pod, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
@@ -217,11 +208,10 @@ func TestTeardownRefusesForgedSource(t *testing.T) {
 	foreignTo := kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: cidr("10.99.0.5/32"), Table: kernel.TableMain}
 	for _, a := range []string{"10.99.0.5", "10.0.2.10", "10.0.1.10"} {
 		host, _, d := rig(t)
-		expectNode(host)
 		addr := netip.MustParseAddr(a)
 		rule := foreignTo
 		rule.Dst = cidr(a + "/32")
-		host.EXPECT().RuleList(kernel.FamilyV4).Return([]kernel.Rule{rule}, nil)
+		expectTeardownNode(host, kernel.FamilyV4, []kernel.Rule{rule})
 		_, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: addr, Table: 2}}})
 		var notPod *NotPodAddressError
 		if !errors.As(err, &notPod) || notPod.Addr != addr {
@@ -229,18 +219,14 @@ func TestTeardownRefusesForgedSource(t *testing.T) {
 		}
 	}
 	host, _, d := rig(t)
-	expectNode(host)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(nil, nil)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
+	expectTeardownNode(host, kernel.FamilyV4, nil)
 	rep, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: netip.MustParseAddr("10.99.0.5"), Table: 2}}})
 	if err != nil || len(rep.Notes) != 1 || len(rep.Removed) != 0 {
 		t.Errorf("nothing of a non-pod address on the node: %+v %v, want a note and no error", rep, err)
 	}
 
 	host, _, d = rig(t)
-	expectNode(host)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return(allRules(), nil).Times(2)
+	expectTeardownNode(host, kernel.FamilyV4, allRules())
 	host.EXPECT().RuleDel(our512).Return(nil)
 	host.EXPECT().RuleDel(our1536).Return(nil)
 	rep, err = d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 100}}})

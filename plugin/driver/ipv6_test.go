@@ -65,11 +65,9 @@ func TestWaitDADFailsAndTimesOut(t *testing.T) {
 // TestTeardownIPv6: the same ownership rules, in the IPv6 family.
 func TestTeardownIPv6(t *testing.T) {
 	host, _, d := rig(t)
-	expectNode(host)
 	r512 := kernel.Rule{Priority: 512, Family: kernel.FamilyV6, Dst: cidr("2600:1f14:a:1::1/128"), Table: kernel.TableMain}
 	other := kernel.Rule{Priority: 512, Family: kernel.FamilyV6, Dst: cidr("2600:1f14:a:1::2/128"), Table: kernel.TableMain}
-	host.EXPECT().RouteList(kernel.FamilyV6, kernel.TableMain).Return(nil, nil)
-	host.EXPECT().RuleList(kernel.FamilyV6).Return([]kernel.Rule{r512, other}, nil)
+	expectTeardownNode(host, kernel.FamilyV6, []kernel.Rule{r512, other})
 	host.EXPECT().RuleDel(r512).Return(nil)
 	if _, err := d.Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip6, Table: kernel.TableMain}}}); err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func TestInspectAfterBranchTeardownCutShort(t *testing.T) {
 	if err := host.LinkDel(b.VlanLink()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deleteRules(host, toPodRuleMatcher(a)); err != nil {
+	if _, err := deleteRules(host, nil, toPodRuleMatcher(a)); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain); err != nil || r == nil {
@@ -158,7 +158,7 @@ func TestInspectBranchBeforeItsRule(t *testing.T) {
 	if err := d.Setup(host, pod, Pod{HostVeth: bhv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: a, Table: 107}}, Branch: b}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deleteRules(host, fromPodRuleMatcher(a, func(int) bool { return true })); err != nil {
+	if _, err := deleteRules(host, nil, fromPodRuleMatcher(a, func(int) bool { return true })); err != nil {
 		t.Fatal(err)
 	}
 	got, err := d.Inspect(host, pod, "eth0")

@@ -2,7 +2,12 @@ package driver
 
 import (
 	"net"
+	"net/netip"
+	"slices"
+	"syscall"
 	"testing"
+
+	"github.com/golang/mock/gomock"
 
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
@@ -48,6 +53,44 @@ func expectNode(host *mock_kernel.MockAPI) {
 	host.EXPECT().AddrList(0, kernel.FamilyAll).Return(testAddrs, nil).AnyTimes()
 	host.EXPECT().RuleList(kernel.FamilyAll).Return([]kernel.Rule{testENIRule}, nil).AnyTimes()
 	host.EXPECT().RouteList(kernel.FamilyAll, kernel.TableMain).Return(testRoutes, nil).AnyTimes()
+}
+
+// expectTeardownNode answers a mock node for one Teardown of a pod of
+// family fam: one rule dump (rules, and for IPv4 the test node's ENI rule),
+// the test node's addresses and main's routes of that family with routes
+// added, and the holder check's lookups: the route of routes for exactly
+// the asked address, else no route.
+func expectTeardownNode(host *mock_kernel.MockAPI, fam kernel.Family, rules []kernel.Rule, routes ...kernel.Route) {
+	for _, l := range testLinks {
+		host.EXPECT().LinkByIndex(l.Index).Return(l, nil).AnyTimes()
+	}
+	var addrs []kernel.Addr
+	for _, a := range testAddrs {
+		if kernel.FamilyOf(a.IPNet.IP) == fam {
+			addrs = append(addrs, a)
+		}
+	}
+	host.EXPECT().AddrList(0, fam).Return(addrs, nil).AnyTimes()
+	if fam == kernel.FamilyV4 {
+		rules = append(slices.Clone(rules), testENIRule)
+	}
+	host.EXPECT().RuleList(fam).Return(rules, nil)
+	var main []kernel.Route
+	for _, r := range testRoutes {
+		if r.Family == fam {
+			main = append(main, r)
+		}
+	}
+	host.EXPECT().RouteList(fam, kernel.TableMain).Return(append(main, routes...), nil).AnyTimes()
+	host.EXPECT().RouteGet(gomock.Any()).DoAndReturn(func(q kernel.RouteQuery) (kernel.RouteResult, error) {
+		a, _ := netip.AddrFromSlice(q.Dst)
+		for _, r := range routes {
+			if samePrefix(r.Dst, ownership.HostPrefix(a.Unmap())) {
+				return kernel.RouteResult{Table: r.Table, LinkIndex: r.LinkIndex, Route: r}, nil
+			}
+		}
+		return kernel.RouteResult{}, syscall.ENETUNREACH
+	}).AnyTimes()
 }
 
 // plugENIs gives a model node namespace the test node's ENIs.

@@ -179,7 +179,7 @@ func (d *Driver) setupHostSide(host kernel.API, hostIdx int, ip PodIP) error {
 	// another table is a leftover of an earlier holder that would send our
 	// egress out of the wrong ENI (#3270 asks for exactly this clean-up).
 	if err := d.step(StepClearStaleRules, pfx.String(), func() error {
-		_, err := deleteRules(host, fromPodRuleMatcher(ip.Addr, func(table int) bool { return table != ip.Table }))
+		_, err := deleteRules(host, nil, fromPodRuleMatcher(ip.Addr, func(table int) bool { return table != ip.Table }))
 		return err
 	}); err != nil {
 		return err

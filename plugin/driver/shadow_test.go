@@ -201,9 +201,7 @@ func TestTeardownDeletesUnshadowedRules(t *testing.T) {
 // model cannot hold such a pair, so a mock kernel lists it.
 func TestTeardownRefusesLookalikes(t *testing.T) {
 	host := mock_kernel.NewMockAPI(gomock.NewController(t))
-	expectNode(host)
-	host.EXPECT().RouteList(kernel.FamilyV4, kernel.TableMain).Return(nil, nil)
-	host.EXPECT().RuleList(kernel.FamilyV4).Return([]kernel.Rule{our512, our512, our1536}, nil).Times(2)
+	expectTeardownNode(host, kernel.FamilyV4, []kernel.Rule{our512, our512, our1536})
 	host.EXPECT().RuleDel(our1536).Return(nil) // no RuleDel of our512: the mock fails the test on one
 	_, err := New(nil).Teardown(host, nil, Pod{HostVeth: hv, ContainerIf: "eth0", IPs: []PodIP{{Addr: ip1, Table: 2}}})
 	var se *ShadowedRuleError

@@ -70,7 +70,14 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 			return rep, err
 		}
 	}
-	node, err := ownership.ReadNode(host)
+	// One rule dump, of the pod's family, for the node's reading and for
+	// every delete below (ruleView).
+	fam := podFamily(p)
+	rules, err := listRules(host, fam)
+	if err != nil {
+		return rep, err
+	}
+	node, err := ownership.ReadNodeFamily(host, fam, rules.rules)
 	if err != nil {
 		return rep, err
 	}
@@ -79,7 +86,7 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 	// whole, and nothing of the others is torn down either.
 	tables := make([][]int, len(p.IPs))
 	for i, ip := range p.IPs {
-		if tables[i], err = d.plan(host, node, p, ip, ourVeth, &rep); err != nil {
+		if tables[i], err = d.plan(host, node, rules, p, ip, ourVeth, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -95,7 +102,7 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 			continue // nothing of it on the node
 		default:
 			var route *kernel.Route
-			if route, err = d.teardownIP(host, ip, tables[i], ourVeth, &rep); route != nil {
+			if route, err = d.teardownIP(host, rules, ip, tables[i], ourVeth, &rep); route != nil {
 				routes = append(routes, *route)
 			}
 		}
@@ -160,13 +167,13 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 // in. It refuses (NotPodAddressError) an address the node does not show to
 // be this pod's while the kernel has objects for it, and returns no tables
 // when there is nothing of it to tear down.
-func (d *Driver) plan(host kernel.API, node *ownership.Node, p Pod, ip PodIP, ourVeth int, rep *Report) ([]int, error) {
+func (d *Driver) plan(host kernel.API, node *ownership.Node, rules *ruleView, p Pod, ip PodIP, ourVeth int, rep *Report) ([]int, error) {
 	if p.Branch != nil && !ownership.ValidVlan(p.Branch.VlanID) {
 		return nil, &NotPodAddressError{Addr: ip.Addr, Reason: fmt.Sprintf("VLAN %d is not a branch ENI's", p.Branch.VlanID)}
 	}
 	tables, why := d.podTables(host, node, p, ip, ourVeth)
 	if why != "" {
-		leftover, err := hasObjects(host, ip.Addr)
+		leftover, err := hasObjects(host, rules, ip.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -212,12 +219,12 @@ func (d *Driver) podTables(host kernel.API, node *ownership.Node, p Pod, ip PodI
 // teardownIP removes an address's rules, once the kernel shows the
 // address is still this sandbox's, and returns its host route for Teardown
 // to delete last (nil: none, or the address is another veth's now).
-func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int, rep *Report) (*kernel.Route, error) {
+func (d *Driver) teardownIP(host kernel.API, rules *ruleView, ip PodIP, tables []int, ourVeth int, rep *Report) (*kernel.Route, error) {
 	pfx := ip.Prefix()
 	var route *kernel.Route
 	if err := d.step(StepCheckHolder, pfx.String(), func() error {
 		var err error
-		route, err = routeIn(host, pfx, kernel.TableMain)
+		route, err = holderRoute(host, pfx)
 		return err
 	}); err != nil {
 		return nil, err
@@ -232,17 +239,33 @@ func (d *Driver) teardownIP(host kernel.API, ip PodIP, tables []int, ourVeth int
 		d.log.Info("IP has a new holder, leaving its rules alone", "ip", pfx, "holder", holder)
 		return nil, nil
 	}
-	return route, d.teardownIPRules(host, ip.Addr, tables, rep)
+	return route, d.teardownIPRules(host, rules, ip.Addr, tables, rep)
+}
+
+// holderRoute is main's route for exactly the pod's host prefix, if any:
+// the kernel's own lookup first (one request, where a listing parses every
+// pod's host route), the listing when the lookup cannot tell. The lookup
+// answers only when it lands on a unicast entry for exactly the prefix in
+// main; anything else (a less specific route: the veth went with the
+// namespace; another table, through a rule before 512; no route at all)
+// leaves the question to routeIn, which sees every route of main.
+func holderRoute(host kernel.API, pfx netip.Prefix) (*kernel.Route, error) {
+	res, err := host.RouteGet(kernel.RouteQuery{Dst: pfx.Addr().AsSlice(), FIBMatch: true})
+	if r := res.Route; err == nil && r.Table == kernel.TableMain && samePrefix(r.Dst, pfx) &&
+		(r.Type == 0 || r.Type == kernel.RouteTypeUnicast) {
+		return &r, nil
+	}
+	return routeIn(host, pfx, kernel.TableMain)
 }
 
 // teardownIPRules removes the address's own 512 rule and its 1536 rules in
 // the given tables (the caller has decided the tables and checked the
 // holder).
-func (d *Driver) teardownIPRules(host kernel.API, a netip.Addr, tables []int, rep *Report) error {
+func (d *Driver) teardownIPRules(host kernel.API, rules *ruleView, a netip.Addr, tables []int, rep *Report) error {
 	pfx := ownership.HostPrefix(a)
 	var errs []error
 	if err := d.step(StepDelRuleToPod, pfx.String(), func() error {
-		gone, err := deleteRules(host, toPodRuleMatcher(a))
+		gone, err := deleteRules(host, rules, toPodRuleMatcher(a))
 		for range gone {
 			rep.removed("rule %d to %s lookup main", ownership.PrioToPod, pfx)
 		}
@@ -254,7 +277,7 @@ func (d *Driver) teardownIPRules(host kernel.API, a netip.Addr, tables []int, re
 		return errors.Join(errs...)
 	}
 	if err := d.step(StepDelRuleFrom, pfx.String(), func() error {
-		gone, err := deleteRules(host, fromPodRuleMatcher(a, func(t int) bool { return slices.Contains(tables, t) }))
+		gone, err := deleteRules(host, rules, fromPodRuleMatcher(a, func(t int) bool { return slices.Contains(tables, t) }))
 		for _, r := range gone {
 			rep.removed("rule %d from %s lookup %s", ownership.PrioFromPod, pfx, ownership.TableName(r.Table))
 		}
@@ -268,18 +291,37 @@ func (d *Driver) teardownIPRules(host kernel.API, a netip.Addr, tables []int, re
 // hasObjects reports whether the kernel shows a pod-path object for the
 // address: a 512 or 1536 rule of its exact shape, or a main-table route to
 // exactly it.
-func hasObjects(host kernel.API, a netip.Addr) (bool, error) {
-	rules, err := host.RuleList(family(a))
-	if err != nil {
-		return false, err
+func hasObjects(host kernel.API, v *ruleView, a netip.Addr) (bool, error) {
+	if !v.covers(family(a)) {
+		var err error
+		if v, err = listRules(host, family(a)); err != nil {
+			return false, err
+		}
 	}
-	for _, r := range rules {
+	for i, r := range v.rules {
+		if v.deleted[i] {
+			continue
+		}
 		if ownership.IsToPod(r, a) || ownership.IsFromPod(r, a) {
 			return true, nil
 		}
 	}
 	route, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain)
 	return route != nil, err
+}
+
+// podFamily is the family of the pod's addresses, FamilyAll when it has
+// both or none.
+func podFamily(p Pod) kernel.Family {
+	fam := kernel.FamilyAll
+	for i, ip := range p.IPs {
+		f := family(ip.Addr)
+		if i > 0 && f != fam {
+			return kernel.FamilyAll
+		}
+		fam = f
+	}
+	return fam
 }
 
 func tableNames(ts []int) string {
