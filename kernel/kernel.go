@@ -244,6 +244,10 @@ type API interface {
 	RouteDel(r Route) error
 	// RouteList lists unicast routes of a family in one table (0: all tables).
 	RouteList(family Family, table int) ([]Route, error)
+	// RouteListLink is RouteList of the routes leaving by one link,
+	// filtered by the kernel where it can (Linux 4.20 and later), so
+	// finding an ENI's few routes does not parse every pod's host route.
+	RouteListLink(family Family, table, linkIndex int) ([]Route, error)
 	RouteGet(q RouteQuery) (RouteResult, error)
 
 	// Rules

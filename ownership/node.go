@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -112,10 +113,18 @@ func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node
 			}
 		}
 	}
-	// Only main's routes say anything about the ENIs here.
-	routes, err := k.RouteList(fam, kernel.TableMain)
-	if err != nil {
-		return nil, fmt.Errorf("list the node's routes: %w", err)
+	// Only main's routes of the links with a global address say anything
+	// about the ENIs here (a link without one is no ENI: it has no subnet
+	// to give pods, and no source for ipamd's rule). They are listed link
+	// by link, filtered by the kernel: main also holds every pod's host
+	// route, a thousand-odd lines to parse on a full node.
+	var routes []kernel.Route
+	for _, idx := range slices.Sorted(maps.Keys(names)) {
+		rs, err := k.RouteListLink(fam, kernel.TableMain, idx)
+		if err != nil && !kernel.IsNotFound(err) {
+			return nil, fmt.Errorf("list the routes of the node's link %d: %w", idx, err)
+		}
+		routes = append(routes, rs...)
 	}
 	for _, r := range routes {
 		if r.Table == kernel.TableMain && isDefault(r) && r.LinkIndex != 0 {

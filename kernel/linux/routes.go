@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
@@ -102,6 +103,42 @@ func (h *Handle) RouteList(family kernel.Family, table int) (out []kernel.Route,
 		}
 		return err
 	})
+	return out, err
+}
+
+// RouteListLink is RouteList of the routes leaving by one link. The
+// kernel filters them when the request is strictly checked
+// (NETLINK_GET_STRICT_CHK: the dump then honours its table and output
+// link); an older kernel refuses the option and netlink filters here,
+// after parsing the whole table. The option is the handle's, so the
+// handle is held exclusively while it is on.
+func (h *Handle) RouteListLink(family kernel.Family, table, linkIndex int) (out []kernel.Route, err error) {
+	filter := &netlink.Route{Table: table, LinkIndex: linkIndex}
+	list := func() ([]netlink.Route, error) {
+		return h.nl.RouteListFiltered(int(family), filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("handle on %q is closed: %w", h.path, syscall.EBADF)
+	}
+	var rs []netlink.Route
+	strict := h.nl.SetStrictCheck(true) == nil
+	if strict {
+		rs, err = dump(list)
+		if serr := h.nl.SetStrictCheck(false); serr != nil {
+			return nil, fmt.Errorf("netlink strict checking left on: %w", serr)
+		}
+	}
+	if !strict || errors.Is(err, syscall.EINVAL) {
+		// A kernel that cannot check this request strictly.
+		rs, err = dump(list)
+	}
+	for _, r := range rs {
+		if !hiddenTypes[r.Type] && r.LinkIndex == linkIndex {
+			out = append(out, fromNLRoute(r))
+		}
+	}
 	return out, err
 }
 

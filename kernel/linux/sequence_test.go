@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,6 +82,29 @@ var lookups = []kernel.RouteQuery{
 	{Dst: ip("198.51.100.7"), FIBMatch: true},
 }
 
+// linkRoutes is RouteListLink of main for one link, as the kernel filters
+// it (strict checking) and as the model does.
+func linkRoutes(t *testing.T, api kernel.API, name string) string {
+	l, err := api.LinkByName(name)
+	if err != nil {
+		return "no link"
+	}
+	rs, err := api.RouteListLink(kernel.FamilyAll, kernel.TableMain, l.Index)
+	must(t, err)
+	var out []string
+	for _, r := range rs {
+		if r.LinkIndex != l.Index || r.Table != kernel.TableMain {
+			t.Errorf("RouteListLink(%s) returned %+v", name, r)
+		}
+		if r.Dst != nil && r.Family == kernel.FamilyV6 && r.Dst.IP.IsLinkLocalUnicast() {
+			continue // the kernel's own, which the model leaves out (as kernel.Snapshot does)
+		}
+		out = append(out, fmt.Sprintf("%v via %v", r.Dst, r.Gw))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
 func answer(api kernel.API, q kernel.RouteQuery) string {
 	res, err := api.RouteGet(q)
 	if err != nil {
@@ -107,6 +131,9 @@ func TestModelMatchesKernel(t *testing.T) {
 				must(t, err)
 				dumps[i] = append(dumps[i], "== "+stage)
 				dumps[i] = append(dumps[i], st.Lines()...)
+			}
+			for _, name := range []string{"eth0", "eth1", "enihost"} {
+				dumps[i] = append(dumps[i], "main's routes by "+name+": "+linkRoutes(t, w.node, name))
 			}
 			for _, q := range lookups {
 				dumps[i] = append(dumps[i], fmt.Sprintf("get %v from %v iif %q fibmatch %v: %s", q.Dst, q.Src, q.IifName, q.FIBMatch, answer(w.node, q)))

@@ -281,3 +281,15 @@ func (h *handle) RouteList(family kernel.Family, table int) (out []kernel.Route,
 	})
 	return out, err
 }
+
+// RouteListLink is RouteList of the routes whose output link is linkIndex.
+func (h *handle) RouteListLink(family kernel.Family, table, linkIndex int) ([]kernel.Route, error) {
+	all, err := h.RouteList(family, table)
+	var out []kernel.Route
+	for _, r := range all {
+		if r.LinkIndex == linkIndex {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}

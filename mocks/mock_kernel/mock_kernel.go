@@ -308,6 +308,21 @@ func (mr *MockAPIMockRecorder) RouteList(family, table interface{}) *gomock.Call
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RouteList", reflect.TypeOf((*MockAPI)(nil).RouteList), family, table)
 }
 
+// RouteListLink mocks base method.
+func (m *MockAPI) RouteListLink(family kernel.Family, table, linkIndex int) ([]kernel.Route, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RouteListLink", family, table, linkIndex)
+	ret0, _ := ret[0].([]kernel.Route)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RouteListLink indicates an expected call of RouteListLink.
+func (mr *MockAPIMockRecorder) RouteListLink(family, table, linkIndex interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RouteListLink", reflect.TypeOf((*MockAPI)(nil).RouteListLink), family, table, linkIndex)
+}
+
 // RouteReplace mocks base method.
 func (m *MockAPI) RouteReplace(r kernel.Route) error {
 	m.ctrl.T.Helper()

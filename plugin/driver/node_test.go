@@ -53,6 +53,22 @@ func expectNode(host *mock_kernel.MockAPI) {
 	host.EXPECT().AddrList(0, kernel.FamilyAll).Return(testAddrs, nil).AnyTimes()
 	host.EXPECT().RuleList(kernel.FamilyAll).Return([]kernel.Rule{testENIRule}, nil).AnyTimes()
 	host.EXPECT().RouteList(kernel.FamilyAll, kernel.TableMain).Return(testRoutes, nil).AnyTimes()
+	expectENIRoutes(host)
+}
+
+// expectENIRoutes answers the node reading's link-by-link listings of
+// main with the test node's routes.
+func expectENIRoutes(host *mock_kernel.MockAPI) {
+	host.EXPECT().RouteListLink(gomock.Any(), kernel.TableMain, gomock.Any()).DoAndReturn(
+		func(fam kernel.Family, _, idx int) ([]kernel.Route, error) {
+			var out []kernel.Route
+			for _, r := range testRoutes {
+				if r.LinkIndex == idx && (fam == kernel.FamilyAll || r.Family == fam) {
+					out = append(out, r)
+				}
+			}
+			return out, nil
+		}).AnyTimes()
 }
 
 // expectTeardownNode answers a mock node for one Teardown of a pod of
@@ -82,6 +98,7 @@ func expectTeardownNode(host *mock_kernel.MockAPI, fam kernel.Family, rules []ke
 		}
 	}
 	host.EXPECT().RouteList(fam, kernel.TableMain).Return(append(main, routes...), nil).AnyTimes()
+	expectENIRoutes(host)
 	host.EXPECT().RouteGet(gomock.Any()).DoAndReturn(func(q kernel.RouteQuery) (kernel.RouteResult, error) {
 		a, _ := netip.AddrFromSlice(q.Dst)
 		for _, r := range routes {
