@@ -2,13 +2,16 @@ package plugin
 
 import (
 	"io"
+	"strings"
 	"sync"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/vpccni/vpccni/internal/unarygrpc"
 )
 
 // open connections to ipamd, by target, with how many callers hold each.
+// They are unarygrpc's: the plugin makes one or two unary calls and
+// exits, and grpc-go's ClientConn spends more on its resolver, balancer
+// and transport goroutines than ipamd spends answering (docs/benchmarks.md).
 // A DEL asks ipamd twice (what the sandbox holds, then the release) and
 // holds the first connection until it returns, so the release rides on
 // it: one connection set up per DEL, not two. The last holder's Close
@@ -21,13 +24,13 @@ var conns = struct {
 }{open: map[string]*sharedConn{}}
 
 type sharedConn struct {
-	conn    *grpc.ClientConn
+	conn    *unarygrpc.Conn
 	holders int
 }
 
 // dialShared returns a connection to target, shared with the other
 // callers that hold one, and the closer that lets go of it.
-func dialShared(target string) (*grpc.ClientConn, io.Closer, error) {
+func dialShared(target string) (*unarygrpc.Conn, io.Closer, error) {
 	if err := checkSocket(target); err != nil {
 		return nil, nil, err
 	}
@@ -37,13 +40,19 @@ func dialShared(target string) (*grpc.ClientConn, io.Closer, error) {
 		c.holders++
 		return c.conn, &letGo{target: target, c: c}, nil
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	c := &sharedConn{conn: conn, holders: 1}
+	c := &sharedConn{conn: unarygrpc.New(dialAddress(target)), holders: 1}
 	conns.open[target] = c
-	return conn, &letGo{target: target, c: c}, nil
+	return c.conn, &letGo{target: target, c: c}, nil
+}
+
+// dialAddress is the network and address of an ipamdAddress, one of the
+// two forms validateIpamdAddress accepts: unix:///path, or a loopback
+// IP:port.
+func dialAddress(target string) (network, address string) {
+	if path, ok := strings.CutPrefix(target, "unix://"); ok {
+		return "unix", path
+	}
+	return "tcp", target
 }
 
 // letGo is one holder's hold on a shared connection.

@@ -177,8 +177,8 @@ func (c *NetConf) validate() error {
 // bytes with the terminating NUL.
 const maxUnixPath = 107
 
-// validateIpamdAddress accepts exactly two forms, both of which grpc dials
-// as written (DialGRPC passes the address through unchanged):
+// validateIpamdAddress accepts exactly two forms, which the plugin dials
+// as written (dialAddress) and which grpc-go would dial the same:
 //
 //   - unix:///clean/absolute/path, ipamd's socket since the reference's
 //     v1.23 (a relative path would depend on the runtime's working
