@@ -29,8 +29,25 @@ import (
 // nor rule 32765: its addresses are never handed to pods.
 type Node struct {
 	ENIs []ENI
-	// own maps every global address of a node link to the link's name.
-	own map[netip.Addr]string
+	// own maps every global address of a node link to the link's index.
+	own map[netip.Addr]int
+	// names are the links' names, looked up only when needed (an ENI, a
+	// message): one request each.
+	k     kernel.API
+	names map[int]string
+}
+
+// name is a link's name, or "link N" when it is gone or cannot be read.
+func (n *Node) name(idx int) string {
+	if name, ok := n.names[idx]; ok {
+		return name
+	}
+	name := fmt.Sprintf("link %d", idx)
+	if l, err := n.k.LinkByIndex(idx); err == nil {
+		name = l.Name
+	}
+	n.names[idx] = name
+	return name
 }
 
 // ENI is one ENI as the node shows it.
@@ -59,48 +76,74 @@ func ReadNode(k kernel.API) (*Node, error) {
 
 // ReadNodeFamily reads the node's ENIs of one family (FamilyAll: both)
 // from the kernel and from rules, the node's rules of that family as the
-// caller listed them: a teardown lists them once, for this and for its
-// deletes. Only that family's objects are read, so an IPv4 pod's DEL does
-// not parse the link-local IPv6 address of every other pod's host veth.
-// Asked about an address of the other family, the Node knows no ENI.
+// caller listed them. Only that family's objects are read, so an IPv4
+// pod's DEL does not parse the link-local IPv6 address of every other
+// pod's host veth. Asked about an address of the other family, the Node
+// knows no ENI.
 func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node, error) {
+	return readNode(k, fam, rules, nil)
+}
+
+// ReadNodeFor reads only what PodTables and IsOwnAddress need to answer
+// for the addresses given (one family, which the rules the caller listed
+// must cover): the node's addresses, and the ENIs that could hold one of
+// them. A teardown asks about one pod's addresses, and a node of fifteen
+// ENIs would cost it two netlink requests per ENI (its name, its routes)
+// for the one or two that matter. For these addresses the answers are
+// those of ReadNodeFamily; other addresses may find no ENI.
+func ReadNodeFor(k kernel.API, rules []kernel.Rule, addrs []netip.Addr) (*Node, error) {
+	fam := kernel.FamilyAll
+	for i, a := range addrs {
+		f := kernel.FamilyV4
+		if a.Is6() && !a.Is4In6() {
+			f = kernel.FamilyV6
+		}
+		if i > 0 && f != fam {
+			return readNode(k, kernel.FamilyAll, rules, nil)
+		}
+		fam = f
+	}
+	n, err := readNode(k, fam, rules, addrs)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if _, err := n.PodTables(a); err != nil && ValidPodAddr(a) && !n.IsOwnAddress(a) {
+			// In no subnet read: the refusal names every ENI of the node,
+			// so read them all (a DEL that refuses is rare).
+			return readNode(k, fam, rules, nil)
+		}
+	}
+	return n, nil
+}
+
+// readNode reads the ENIs of fam; with for, only the links that could be
+// the ENI of one of those addresses: an IPv4 ENI's subnets are its
+// addresses' prefixes, so only a link with a prefix that holds the
+// address; an IPv6 ENI may learn its subnet from a route, so any link
+// with a global IPv6 address.
+func readNode(k kernel.API, fam kernel.Family, rules []kernel.Rule, addrsFor []netip.Addr) (*Node, error) {
 	addrs, err := k.AddrList(0, fam)
 	if err != nil {
 		return nil, fmt.Errorf("list the node's addresses: %w", err)
 	}
-	// Only links with a global address are named: the ENIs, a handful,
-	// where a dump of every link would cost a DEL a few milliseconds on a
-	// node of a hundred pods (their host veths carry only link-local
-	// addresses).
-	names := map[int]string{}
-	for _, a := range addrs {
-		if _, done := names[a.LinkIndex]; done {
-			continue
-		}
-		if p, ok := NetPrefix(a.IPNet); !ok || !p.Addr().IsGlobalUnicast() {
-			continue
-		}
-		l, err := k.LinkByIndex(a.LinkIndex)
-		switch {
-		case err == nil:
-			names[a.LinkIndex] = l.Name
-		case kernel.IsNotFound(err):
-			names[a.LinkIndex] = "" // gone since the address dump
-		default:
-			return nil, fmt.Errorf("look up the node's link %d: %w", a.LinkIndex, err)
-		}
-	}
-	n := &Node{own: map[netip.Addr]string{}}
+	n := &Node{own: map[netip.Addr]int{}, k: k, names: map[int]string{}}
 	prefixes := map[int][]netip.Prefix{}
 	byAddr := map[netip.Addr]int{}
+	// Only links with a global address can be ENIs (their host veths carry
+	// only link-local addresses), and with addrsFor only some of those.
+	candidates := map[int]bool{}
 	for _, a := range addrs {
 		p, ok := NetPrefix(a.IPNet)
 		if !ok || !p.Addr().IsGlobalUnicast() {
 			continue
 		}
-		n.own[p.Addr()] = names[a.LinkIndex]
+		n.own[p.Addr()] = a.LinkIndex
 		byAddr[p.Addr()] = a.LinkIndex
 		prefixes[a.LinkIndex] = append(prefixes[a.LinkIndex], p.Masked())
+		if addrsFor == nil || p.Addr().Is6() || slices.ContainsFunc(addrsFor, p.Masked().Contains) {
+			candidates[a.LinkIndex] = true
+		}
 	}
 	table := map[int]int{} // link index -> its pods' table
 	for _, r := range rules {
@@ -108,18 +151,21 @@ func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node
 			continue
 		}
 		if p, ok := NetPrefix(r.Src); ok && p.IsSingleIP() {
-			if idx, ok := byAddr[p.Addr()]; ok {
+			if idx, ok := byAddr[p.Addr()]; ok && candidates[idx] {
 				table[idx] = r.Table
 			}
 		}
 	}
-	// Only main's routes of the links with a global address say anything
-	// about the ENIs here (a link without one is no ENI: it has no subnet
-	// to give pods, and no source for ipamd's rule). They are listed link
-	// by link, filtered by the kernel: main also holds every pod's host
-	// route, a thousand-odd lines to parse on a full node.
+	// Only main's routes of the candidates say anything more about the
+	// ENIs here, and only for a link without rule 32765 or with IPv6
+	// addresses. They are listed link by link, filtered by the kernel:
+	// main also holds every pod's host route, a thousand-odd lines to
+	// parse on a full node.
 	var routes []kernel.Route
-	for _, idx := range slices.Sorted(maps.Keys(names)) {
+	for _, idx := range slices.Sorted(maps.Keys(candidates)) {
+		if _, secondary := table[idx]; secondary && fam == kernel.FamilyV4 {
+			continue
+		}
 		rs, err := k.RouteListLink(fam, kernel.TableMain, idx)
 		if err != nil && !kernel.IsNotFound(err) {
 			return nil, fmt.Errorf("list the routes of the node's link %d: %w", idx, err)
@@ -148,7 +194,7 @@ func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node
 	for idx, t := range table {
 		subnets := slices.Compact(sortedPrefixes(prefixes[idx]))
 		if len(subnets) > 0 {
-			n.ENIs = append(n.ENIs, ENI{Link: names[idx], Table: t, Subnets: subnets})
+			n.ENIs = append(n.ENIs, ENI{Link: n.name(idx), Table: t, Subnets: subnets})
 		}
 	}
 	sort.Slice(n.ENIs, func(i, j int) bool { return n.ENIs[i].Link < n.ENIs[j].Link })
@@ -185,7 +231,7 @@ func (n *Node) PodTables(a netip.Addr) ([]int, error) {
 		return nil, fmt.Errorf("%s cannot be a pod address (not a global unicast address)", a)
 	}
 	if link, own := n.own[a]; own {
-		return nil, fmt.Errorf("%s is the node's own address (on %s)", a, link)
+		return nil, fmt.Errorf("%s is the node's own address (on %s)", a, n.name(link))
 	}
 	var tables []int
 	for _, e := range n.ENIs {

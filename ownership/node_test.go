@@ -97,6 +97,62 @@ func TestReadNodeTablesOfAddresses(t *testing.T) {
 	}
 }
 
+// counting counts the requests that cost a DEL one per ENI.
+type counting struct {
+	kernel.API
+	routeLists, linkLookups int
+}
+
+func (c *counting) RouteListLink(f kernel.Family, table, idx int) ([]kernel.Route, error) {
+	c.routeLists++
+	return c.API.RouteListLink(f, table, idx)
+}
+
+func (c *counting) LinkByIndex(idx int) (kernel.Link, error) {
+	c.linkLookups++
+	return c.API.LinkByIndex(idx)
+}
+
+// TestReadNodeForAnswersAsReadNode: for the addresses it is asked about,
+// the targeted reading answers PodTables and IsOwnAddress exactly as the
+// whole node's of that family does (the same tables, the same refusal,
+// which names every ENI), with fewer
+// requests: an IPv4 pod of a secondary ENI needs no route and no name,
+// one of the primary ENI eth0's routes.
+func TestReadNodeForAnswersAsReadNode(t *testing.T) {
+	h := node(t)
+	for _, s := range []string{"10.0.1.11", "10.0.2.11", "2600:1f14:a:1::5", "10.0.1.10", "10.0.1.20", "10.0.9.11",
+		"192.168.7.7", "10.99.0.5", "127.0.0.1", "fe80::5"} {
+		a := netip.MustParseAddr(s)
+		fam := kernel.FamilyV4
+		if a.Is6() {
+			fam = kernel.FamilyV6
+		}
+		rules, err := h.RuleList(fam)
+		must(t, err)
+		whole, err := ReadNodeFamily(h, fam, rules)
+		must(t, err)
+		c := &counting{API: h}
+		part, err := ReadNodeFor(c, rules, []netip.Addr{a})
+		must(t, err)
+		wt, werr := whole.PodTables(a)
+		pt, perr := part.PodTables(a)
+		if !slices.Equal(wt, pt) || (werr == nil) != (perr == nil) || (werr != nil && werr.Error() != perr.Error()) {
+			t.Errorf("%s: whole node %v %v, targeted %v %v", s, wt, werr, pt, perr)
+		}
+		if whole.IsOwnAddress(a) != part.IsOwnAddress(a) {
+			t.Errorf("%s: own address %v, targeted %v", s, whole.IsOwnAddress(a), part.IsOwnAddress(a))
+		}
+		want := map[string]int{"10.0.2.11": 0, "10.0.1.11": 1}[s] // eth1 has rule 32765; eth0 and eth2 share 10.0.1.0/24, eth2 has its rule
+		if (s == "10.0.2.11" || s == "10.0.1.11") && c.routeLists != want {
+			t.Errorf("%s: %d route listings, want %d", s, c.routeLists, want)
+		}
+		if s == "10.0.2.11" && c.linkLookups > 1 {
+			t.Errorf("%s: %d link lookups, want at most its ENI's", s, c.linkLookups)
+		}
+	}
+}
+
 // TestScopeOwns: the node and the pool together decide a 512 or 1536 rule;
 // a 1536 rule must be in a table of the address's ENI.
 func TestScopeOwns(t *testing.T) {

@@ -77,7 +77,12 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	node, err := ownership.ReadNodeFamily(host, fam, rules.rules)
+	// Of the node, only what answers for this pod's addresses.
+	addrs := make([]netip.Addr, len(p.IPs))
+	for i, ip := range p.IPs {
+		addrs[i] = ip.Addr
+	}
+	node, err := ownership.ReadNodeFor(host, rules.rules, addrs)
 	if err != nil {
 		return rep, err
 	}
