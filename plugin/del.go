@@ -37,6 +37,16 @@ type DelRequest struct {
 	// leftVeth: the teardown left the veth pair and the release hands it
 	// to ipamd (vpccni's flow decides, deleteFlow).
 	leftVeth bool
+	// node is the node read while ipamd answered, for the first teardown.
+	node *driver.NodeView
+}
+
+// statePod is the prevResult's pod, nil without one.
+func (r *DelRequest) statePod() *driver.Pod {
+	if r.State == nil {
+		return nil
+	}
+	return &r.State.Pod
 }
 
 // PrepareDel parses a DEL. Bad netconf or CNI_ARGS are CNI errors and

@@ -58,7 +58,7 @@ func (p *Plugin) Delete(r *DelRequest) error {
 func (p *Plugin) deleteFlow(r *DelRequest) error {
 	log := r.inv.log
 	evidence := r.StateErr
-	known, asked, hold := p.lookup(r)
+	known, asked, hold := p.lookupWhileReading(r)
 	defer hold.Close() // the release rides on the lookup's connection
 	pod, source := p.gather(r, known, asked)
 	rep, err := p.teardown(r, pod, asked)
@@ -211,6 +211,7 @@ func (p *Plugin) teardown(r *DelRequest, pod *driver.Pod, asked bool) (driver.Re
 	// the sandbox proved which host veth is its own.
 	r.leftVeth = asked && q.Branch == nil && r.Pod != nil && r.HostVethIndex > 0
 	q.LeaveVeth = r.leftVeth
+	q.Node, r.node = r.node, nil // read for the first teardown only
 	return p.env.Driver.Teardown(r.Host, r.Pod, q)
 }
 
@@ -262,6 +263,38 @@ func heldElsewhere(rep driver.Report, known *driver.Pod, asked bool) []netip.Add
 		}
 	}
 	return out
+}
+
+// lookupWhileReading is lookup, with the node read meanwhile (the
+// driver's ReadNode) for the addresses the prevResult and the record
+// name: neither changes anything, ipamd's answer is most of a DEL's wait,
+// and the reading, a rule dump of every pod's rules, grows with the node.
+// The reading is r.node, for the first teardown (which reads again if the
+// pod turns out to have other addresses, or if the reading failed).
+func (p *Plugin) lookupWhileReading(r *DelRequest) (known *driver.Pod, asked bool, hold io.Closer) {
+	var addrs []netip.Addr
+	for _, q := range []*driver.Pod{r.statePod(), r.Record} {
+		for _, ip := range q.GetIPs() {
+			if !slices.Contains(addrs, ip.Addr) {
+				addrs = append(addrs, ip.Addr)
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return p.lookup(r)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		known, asked, hold = p.lookup(r)
+	}()
+	node, err := p.env.Driver.ReadNode(r.Host, addrs)
+	if err != nil {
+		r.inv.log.Debug("cannot read the node ahead of the teardown; the teardown reads it", "error", err)
+	}
+	r.node = node
+	<-done
+	return known, asked, hold
 }
 
 // lookup asks ipamd what it holds for this attachment, without releasing

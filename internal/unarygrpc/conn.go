@@ -220,7 +220,7 @@ func (c *Conn) call(method string, deadline time.Time, msg []byte) ([]byte, erro
 	if err := c.w.Flush(); err != nil {
 		return nil, err
 	}
-	return c.readReply(id)
+	return c.readReply(id, deadline)
 }
 
 func requestHeaders(method string, deadline time.Time) []hpack.HeaderField {
@@ -241,7 +241,7 @@ func requestHeaders(method string, deadline time.Time) []hpack.HeaderField {
 
 // readReply reads frames until stream id ends and returns its message,
 // or the status error the server ended it with.
-func (c *Conn) readReply(id uint32) ([]byte, error) {
+func (c *Conn) readReply(id uint32, deadline time.Time) ([]byte, error) {
 	var body []byte
 	var headers []hpack.HeaderField
 	sawHeaders := false
@@ -277,9 +277,16 @@ func (c *Conn) readReply(id uint32) ([]byte, error) {
 				return nil, c.broken
 			}
 		case *http2.RSTStreamFrame:
-			if f.StreamID == id {
-				return nil, resetError(f.ErrCode)
+			if f.StreamID != id {
+				continue
 			}
+			if f.ErrCode == http2.ErrCodeCancel && !deadline.IsZero() && !deadline.After(time.Now()) {
+				// The server cancels a call past the deadline it was given
+				// (grpc-timeout), which is this one's: the call timed out,
+				// as grpc-go's client says too.
+				return nil, status.FromContextError(context.DeadlineExceeded).Err()
+			}
+			return nil, resetError(f.ErrCode)
 		case *http2.DataFrame:
 			if f.StreamID != id {
 				continue

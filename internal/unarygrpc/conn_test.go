@@ -2,7 +2,6 @@ package unarygrpc
 
 import (
 	"context"
-	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -182,10 +181,10 @@ func TestFailuresAsGrpcGo(t *testing.T) {
 	}
 }
 
-// TestBrokenConnectionStaysBroken: after a call fails on the connection
-// (here, cut short by its deadline: its stream may be half read), later
-// calls fail at once with the same error; a server's status does not
-// break it.
+// TestBrokenConnectionStaysBroken: a server's status does not break the
+// connection; a call cut short on it (here, by its deadline, with a
+// server that never answers: its stream may be half read) does, and later
+// calls fail at once with the same error.
 func TestBrokenConnectionStaysBroken(t *testing.T) {
 	sock, b := serve(t)
 	c := New("unix", sock)
@@ -199,11 +198,22 @@ func TestBrokenConnectionStaysBroken(t *testing.T) {
 		t.Fatalf("a status broke the connection: %v", err)
 	}
 	<-b.deadline
-	_, err := cni.DelNetwork(ctxFor(t, 100*time.Millisecond), &rpc.DelNetworkRequest{K8S_POD_NAME: "hang"})
-	<-b.deadline
+
+	mute := filepath.Join(t.TempDir(), "mute.sock")
+	l, err := net.Listen("unix", mute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := New("unix", mute)
+	defer m.Close()
+	_, err = rpc.NewCNIBackendClient(m).DelNetwork(ctxFor(t, 100*time.Millisecond), &rpc.DelNetworkRequest{})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a server that never answers: %v", err)
+	}
 	start := time.Now()
-	_, again := cni.AddNetwork(ctxFor(t, 5*time.Second), &rpc.AddNetworkRequest{})
-	if !errors.Is(again, err) && again.Error() != err.Error() || time.Since(start) > time.Second {
+	_, again := rpc.NewCNIBackendClient(m).AddNetwork(ctxFor(t, 5*time.Second), &rpc.AddNetworkRequest{})
+	if again == nil || again.Error() != err.Error() || time.Since(start) > time.Second {
 		t.Errorf("after %v: %v, want the same error at once", err, again)
 	}
 }

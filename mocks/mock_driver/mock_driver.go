@@ -5,6 +5,7 @@
 package mock_driver
 
 import (
+	netip "net/netip"
 	reflect "reflect"
 
 	gomock "github.com/golang/mock/gomock"
@@ -62,6 +63,21 @@ func (m *MockNetworker) Inspect(host, pod kernel.API, containerIf string) (*driv
 func (mr *MockNetworkerMockRecorder) Inspect(host, pod, containerIf interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "Inspect", reflect.TypeOf((*MockNetworker)(nil).Inspect), host, pod, containerIf)
+}
+
+// ReadNode mocks base method.
+func (m *MockNetworker) ReadNode(host kernel.API, addrs []netip.Addr) (*driver.NodeView, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ReadNode", host, addrs)
+	ret0, _ := ret[0].(*driver.NodeView)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ReadNode indicates an expected call of ReadNode.
+func (mr *MockNetworkerMockRecorder) ReadNode(host, addrs interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ReadNode", reflect.TypeOf((*MockNetworker)(nil).ReadNode), host, addrs)
 }
 
 // Setup mocks base method.

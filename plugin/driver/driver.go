@@ -24,6 +24,12 @@ type Networker interface {
 	// Teardown removes what is still this pod's. pod may be nil when the
 	// pod namespace is already gone. It is idempotent.
 	Teardown(host, pod kernel.API, p Pod) (Report, error)
+	// ReadNode reads, ahead of a teardown, what it decides from on the
+	// node for these addresses: one dump of the rules of their family, and
+	// the ENIs that could hold them. It changes nothing, so a DEL reads it
+	// while it waits for ipamd's answer; Teardown given it (Pod.Node)
+	// reads none of it again.
+	ReadNode(host kernel.API, addrs []netip.Addr) (*NodeView, error)
 	// Inspect reads the pod's objects back from its namespace: the
 	// teardown source of last resort when neither a prevResult nor ipamd
 	// can say what the pod had. It returns nil when the pod's interface

@@ -209,3 +209,87 @@ func TestStrictBranchTeardownKeepsItsTie(t *testing.T) {
 		t.Fatalf("left %v, lost %v", added, removed)
 	}
 }
+
+// TestTeardownRereadsANodeViewForOtherAddresses: a reading of the node
+// made for one address (the DEL's prevResult) is not trusted for another
+// (one only ipamd named): the teardown reads the node again, finds that
+// address's ENI, and removes its rules, and the other pod's stay.
+func TestTeardownRereadsANodeViewForOtherAddresses(t *testing.T) {
+	k := model.New()
+	for _, ns := range []string{"node", "podA", "podB"} {
+		if err := k.AddNamespace(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, _ := k.Open("node")
+	podA, _ := k.Open("podA")
+	podB, _ := k.Open("podB")
+	plugENIs(t, k, "node", host)
+	d := New(nil)
+	onPrimary := netip.MustParseAddr("10.0.1.15")
+	a := Pod{HostVeth: "eniaaaaaaaaaaa", ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: onPrimary, Table: kernel.TableMain}}}
+	b := Pod{HostVeth: hv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: ip1, Table: 2}}}
+	if err := d.Setup(host, podA, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Setup(host, podB, b); err != nil {
+		t.Fatal(err)
+	}
+	view, err := d.ReadNode(host, []netip.Addr{onPrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Node = view
+	if _, err := d.Teardown(host, podB, b); err != nil {
+		t.Fatalf("teardown of %s with a reading made for %s: %v", ip1, onPrimary, err)
+	}
+	rules, err := host.RuleList(kernel.FamilyV4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range rules {
+		if r.Priority == ownership.PrioToPod || r.Priority == ownership.PrioFromPod {
+			left = append(left, kernel.RuleString(r))
+		}
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "10.0.1.15") {
+		t.Fatalf("pod rules left %q, want only %s's", left, onPrimary)
+	}
+}
+
+// TestTeardownAfterTheNamespaceWent: with the pod's veth gone, the
+// kernel's lookup for its address lands on a less specific route (the
+// ENI's subnet, the default): that is no holder, and the pod's rules go.
+func TestTeardownAfterTheNamespaceWent(t *testing.T) {
+	k := model.New()
+	for _, ns := range []string{"node", "pod"} {
+		if err := k.AddNamespace(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, _ := k.Open("node")
+	pod, _ := k.Open("pod")
+	plugENIs(t, k, "node", host)
+	d := New(nil)
+	for a, table := range map[netip.Addr]int{ip1: 2, netip.MustParseAddr("10.0.1.15"): kernel.TableMain} { // eth1's subnet; eth0's, with the default route
+		p := Pod{HostVeth: hv, ContainerIf: "eth0", MTU: 9001, IPs: []PodIP{{Addr: a, Table: table}}}
+		before, _ := kernel.Snapshot(host)
+		if err := d.Setup(host, pod, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := pod.LinkDel("eth0"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := host.RouteGet(kernel.RouteQuery{Dst: a.AsSlice(), FIBMatch: true}); err != nil || samePrefix(res.Route.Dst, ownership.HostPrefix(a)) {
+			t.Fatalf("%s: the lookup answers %+v %v, want a less specific route", a, res.Route, err)
+		}
+		if _, err := d.Teardown(host, nil, p); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := kernel.Snapshot(host)
+		if added, removed := kernel.Diff(before, after); len(added)+len(removed) != 0 {
+			t.Fatalf("%s: left %v, lost %v", a, added, removed)
+		}
+	}
+}

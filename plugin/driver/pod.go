@@ -52,6 +52,18 @@ type Pod struct {
 	// costs the kernel an RCU grace period, 10 to 40 ms the DEL then does
 	// not wait for.
 	LeaveVeth bool
+	// Node (teardown only) is the node as ReadNode read it a moment
+	// before; the teardown reads it again unless it covers the pod's
+	// addresses.
+	Node *NodeView
+}
+
+// GetIPs is the pod's addresses, none for a nil pod.
+func (p *Pod) GetIPs() []PodIP {
+	if p == nil {
+		return nil
+	}
+	return p.IPs
 }
 
 // Branch is a pod's branch ENI: a VLAN on the trunk ENI with its own

@@ -70,22 +70,15 @@ func (d *Driver) Teardown(host, pod kernel.API, p Pod) (Report, error) {
 			return rep, err
 		}
 	}
-	// One rule dump, of the pod's family, for the node's reading and for
-	// every delete below (ruleView).
-	fam := podFamily(p)
-	rules, err := listRules(host, fam)
-	if err != nil {
-		return rep, err
+	view := p.Node
+	if !view.covers(p) {
+		var err error
+		if view, err = d.ReadNode(host, podAddrs(p)); err != nil {
+			return rep, err
+		}
 	}
-	// Of the node, only what answers for this pod's addresses.
-	addrs := make([]netip.Addr, len(p.IPs))
-	for i, ip := range p.IPs {
-		addrs[i] = ip.Addr
-	}
-	node, err := ownership.ReadNodeFor(host, rules.rules, addrs)
-	if err != nil {
-		return rep, err
-	}
+	node, rules := view.node, view.rules
+	var err error
 	// Decide for every address before touching any: a source that names
 	// one address the node does not show to be this pod's is refused as a
 	// whole, and nothing of the others is torn down either.
@@ -313,6 +306,51 @@ func hasObjects(host kernel.API, v *ruleView, a netip.Addr) (bool, error) {
 	}
 	route, err := routeIn(host, ownership.HostPrefix(a), kernel.TableMain)
 	return route != nil, err
+}
+
+// NodeView is what a teardown decides from on the node (ReadNode).
+type NodeView struct {
+	addrs []netip.Addr
+	// rules is one dump of the rules of the addresses' family, shared by
+	// the node's reading and every delete (ruleView).
+	rules *ruleView
+	// node is, of the node, only what answers for the addresses.
+	node *ownership.Node
+}
+
+// ReadNode reads the node for a teardown of a pod with these addresses.
+func (d *Driver) ReadNode(host kernel.API, addrs []netip.Addr) (*NodeView, error) {
+	rules, err := listRules(host, podFamily(Pod{IPs: podIPs(addrs)}))
+	if err != nil {
+		return nil, err
+	}
+	node, err := ownership.ReadNodeFor(host, rules.rules, addrs)
+	if err != nil {
+		return nil, err
+	}
+	return &NodeView{addrs: slices.Clone(addrs), rules: rules, node: node}, nil
+}
+
+// covers: the view was read for every address of the pod.
+func (v *NodeView) covers(p Pod) bool {
+	return v != nil && !slices.ContainsFunc(p.IPs, func(ip PodIP) bool { return !slices.Contains(v.addrs, ip.Addr) }) &&
+		v.rules.covers(podFamily(p))
+}
+
+func podAddrs(p Pod) []netip.Addr {
+	out := make([]netip.Addr, len(p.IPs))
+	for i, ip := range p.IPs {
+		out[i] = ip.Addr
+	}
+	return out
+}
+
+func podIPs(addrs []netip.Addr) []PodIP {
+	out := make([]PodIP, len(addrs))
+	for i, a := range addrs {
+		out[i] = PodIP{Addr: a}
+	}
+	return out
 }
 
 // podFamily is the family of the pod's addresses, FamilyAll when it has

@@ -69,6 +69,7 @@ func (t *delTrace) ipamdAnswer(reply *rpc.DelNetworkReply, err error) {
 // teardown records a driver teardown and where its pod came from.
 func (t *delTrace) teardown(p driver.Pod, rep driver.Report, err error) {
 	t.tornDown = true
+	p.Node = nil // a reading of the node, not part of the pod
 	// Every flow tears down from one of three sources; once ipamd has
 	// answered with the allocation, a teardown is from that answer (which
 	// names the same addresses as the prevResult when both are right).
