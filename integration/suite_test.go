@@ -40,13 +40,15 @@ var machineState bool
 
 // hostLog watches the machine's /host, where the reference's packages log
 // whatever they are told: every reference binary the suite runs runs in
-// internal/refcni's jail, and the suite fails if it appeared.
+// internal/refcni's jail, and the suite fails if /host appeared or, on a
+// machine that has one, if the reference's logs in it were written.
 var hostLog machinestate.Guard
 
 var _ = SynchronizedBeforeSuite(func() []byte {
 	requireRoot()
 	machineState = machinestate.Exists()
-	hostLog = machinestate.Watch("/host", "a reference binary (aws-cni, ckptgen) ran outside internal/refcni's jail")
+	hostLog = machinestate.Watch("/host", "a reference binary (aws-cni, ckptgen) ran outside internal/refcni's jail",
+		"var/log/aws-routed-eni/ipamd.log", "var/log/aws-routed-eni/plugin.log")
 	dir, err := os.MkdirTemp("", "vpccni-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	for pkg, name := range map[string]string{"./plugin/cmd/vpc-cni": "vpc-cni", "./ipamd/cmd/ipamd": "ipamd"} {

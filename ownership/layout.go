@@ -107,6 +107,19 @@ func Family(a netip.Addr) kernel.Family {
 	return kernel.FamilyV6
 }
 
+// FamilyOfAll is the one family of the addresses, FamilyAll when they
+// have both or there are none.
+func FamilyOfAll(addrs []netip.Addr) kernel.Family {
+	fam := kernel.FamilyAll
+	for i, a := range addrs {
+		if i > 0 && Family(a) != fam {
+			return kernel.FamilyAll
+		}
+		fam = Family(a)
+	}
+	return fam
+}
+
 // IPNet is a prefix in the form kernel.API takes.
 func IPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}

@@ -92,16 +92,9 @@ func ReadNodeFamily(k kernel.API, fam kernel.Family, rules []kernel.Rule) (*Node
 // for the one or two that matter. For these addresses the answers are
 // those of ReadNodeFamily; other addresses may find no ENI.
 func ReadNodeFor(k kernel.API, rules []kernel.Rule, addrs []netip.Addr) (*Node, error) {
-	fam := kernel.FamilyAll
-	for i, a := range addrs {
-		f := kernel.FamilyV4
-		if a.Is6() && !a.Is4In6() {
-			f = kernel.FamilyV6
-		}
-		if i > 0 && f != fam {
-			return readNode(k, kernel.FamilyAll, rules, nil)
-		}
-		fam = f
+	fam := FamilyOfAll(addrs)
+	if fam == kernel.FamilyAll {
+		return readNode(k, fam, rules, nil) // both families, or none named
 	}
 	n, err := readNode(k, fam, rules, addrs)
 	if err != nil {

@@ -6,7 +6,10 @@ package machinestate
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -24,20 +27,52 @@ func Check(before bool) error {
 }
 
 // Guard watches another path of the machine a run must not create (the
-// reference plugin's log directory, /host, for one).
+// reference plugin's log directory, /host, for one), and files under it
+// a run must not write when it was already there (a machine may have a
+// /host of its own; the reference's log in it must not grow).
 type Guard struct {
 	Path    string
 	Existed bool   // before the run
 	Why     string // what creating it would mean
+	// files are the watched files under Path (relative), as they were.
+	files map[string]fileState
 }
 
-// Watch notes whether path exists now.
-func Watch(path, why string) Guard { return Guard{Path: path, Existed: exists(path), Why: why} }
+// fileState is what tells a file changed: gone or there, size, mtime.
+type fileState struct {
+	there bool
+	size  int64
+	mtime int64
+}
 
-// Check is an error when the path exists now and did not before.
+func stat(path string) fileState {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fileState{}
+	}
+	return fileState{there: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+}
+
+// Watch notes whether path exists now, and the state of the files under
+// it (relative paths) a run must not write.
+func Watch(path, why string, files ...string) Guard {
+	g := Guard{Path: path, Existed: exists(path), Why: why, files: map[string]fileState{}}
+	for _, f := range files {
+		g.files[f] = stat(filepath.Join(path, f))
+	}
+	return g
+}
+
+// Check is an error when the path exists now and did not before, or when
+// a watched file under it appeared, went or changed.
 func (g Guard) Check() error {
 	if !g.Existed && exists(g.Path) {
 		return fmt.Errorf("the tests created the machine's %s: %s", g.Path, g.Why)
+	}
+	for _, f := range slices.Sorted(maps.Keys(g.files)) {
+		if now := stat(filepath.Join(g.Path, f)); now != g.files[f] {
+			return fmt.Errorf("the tests wrote the machine's %s: %s", filepath.Join(g.Path, f), g.Why)
+		}
 	}
 	return nil
 }

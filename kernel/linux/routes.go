@@ -113,26 +113,15 @@ func (h *Handle) RouteList(family kernel.Family, table int) (out []kernel.Route,
 // after parsing the whole table. The option is the handle's, so the
 // handle is held exclusively while it is on.
 func (h *Handle) RouteListLink(family kernel.Family, table, linkIndex int) (out []kernel.Route, err error) {
-	filter := &netlink.Route{Table: table, LinkIndex: linkIndex}
-	list := func() ([]netlink.Route, error) {
-		return h.nl.RouteListFiltered(int(family), filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, fmt.Errorf("handle on %q is closed: %w", h.path, syscall.EBADF)
 	}
-	var rs []netlink.Route
-	strict := h.nl.SetStrictCheck(true) == nil
-	if strict {
-		rs, err = dump(list)
-		if serr := h.nl.SetStrictCheck(false); serr != nil {
-			return nil, fmt.Errorf("netlink strict checking left on: %w", serr)
-		}
-	}
-	if !strict || errors.Is(err, syscall.EINVAL) {
+	rs, err := h.linkDump(family, table, linkIndex, true)
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOPROTOOPT) {
 		// A kernel that cannot check this request strictly.
-		rs, err = dump(list)
+		rs, err = h.linkDump(family, table, linkIndex, false)
 	}
 	for _, r := range rs {
 		if !hiddenTypes[r.Type] && r.LinkIndex == linkIndex {
@@ -140,6 +129,30 @@ func (h *Handle) RouteListLink(family kernel.Family, table, linkIndex int) (out 
 		}
 	}
 	return out, err
+}
+
+// linkDump is the dump RouteListLink asks for, as the kernel answers it:
+// table's routes, which, strictly checked, are only those leaving by
+// linkIndex (RTA_OIF). The caller holds h.mu exclusively: strict checking
+// is the handle's socket's.
+func (h *Handle) linkDump(family kernel.Family, table, linkIndex int, strict bool) ([]netlink.Route, error) {
+	filter := &netlink.Route{Table: table, LinkIndex: linkIndex}
+	list := func() ([]netlink.Route, error) {
+		// Only the table is filtered here: the output link is the
+		// kernel's to filter (the request carries it either way).
+		return h.nl.RouteListFiltered(int(family), filter, netlink.RT_FILTER_TABLE)
+	}
+	if !strict {
+		return dump(list)
+	}
+	if err := h.nl.SetStrictCheck(true); err != nil {
+		return nil, err
+	}
+	rs, err := dump(list)
+	if serr := h.nl.SetStrictCheck(false); serr != nil {
+		return nil, fmt.Errorf("netlink strict checking left on: %w", serr)
+	}
+	return rs, err
 }
 
 // RouteGet is `ip route get`: an input lookup when IifName is set (for

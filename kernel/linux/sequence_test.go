@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -173,5 +174,46 @@ func TestRouteGetByRulePriority(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRouteListLinkIsFilteredByTheKernel: strictly checked, the kernel
+// answers RouteListLink's dump with the routes of that link alone (what
+// saves a DEL parsing every pod's host route); unchecked, it sends the
+// whole table, which is what the test would see if the filtering were
+// netlink's.
+func TestRouteListLinkIsFilteredByTheKernel(t *testing.T) {
+	w := both(t)[0]
+	h := w.node.(*Handle)
+	for i, e := range []string{"eth0", "eth1"} {
+		idx := w.idx(t, h, e)
+		must(t, h.AddrAdd(idx, &net.IPNet{IP: ip(fmt.Sprintf("10.0.%d.10", i+1)), Mask: net.CIDRMask(24, 32)}))
+		for j := 11; j < 14; j++ {
+			must(t, h.RouteAdd(kernel.Route{Dst: &net.IPNet{IP: ip(fmt.Sprintf("10.0.%d.%d", i+1, j)), Mask: net.CIDRMask(32, 32)},
+				LinkIndex: idx, Scope: kernel.ScopeLink}))
+		}
+	}
+	eth0 := w.idx(t, h, "eth0")
+	h.mu.Lock()
+	strict, err := h.linkDump(kernel.FamilyV4, kernel.TableMain, eth0, true)
+	all, err2 := h.linkDump(kernel.FamilyV4, kernel.TableMain, eth0, false)
+	h.mu.Unlock()
+	must(t, err)
+	must(t, err2)
+	if len(strict) != 4 { // the subnet's route and three host routes
+		t.Errorf("strictly checked: %d routes, want eth0's 4: %v", len(strict), strict)
+	}
+	for _, r := range strict {
+		if r.LinkIndex != eth0 {
+			t.Errorf("strictly checked, the kernel sent a route of link %d: %v", r.LinkIndex, r)
+		}
+	}
+	if len(all) != 8 {
+		t.Errorf("unchecked: %d routes, want the table's 8", len(all))
+	}
+	got, err := h.RouteListLink(kernel.FamilyV4, kernel.TableMain, eth0)
+	must(t, err)
+	if len(got) != 4 {
+		t.Errorf("RouteListLink: %v", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
@@ -56,6 +57,15 @@ type Pod struct {
 	// before; the teardown reads it again unless it covers the pod's
 	// addresses.
 	Node *NodeView
+}
+
+// SamePod reports whether two teardown requests name the same pod: the
+// same veths, addresses and branch, whatever each asks of the teardown
+// (LeaveVeth) or brings it (Node).
+func (p Pod) SamePod(q Pod) bool {
+	p.LeaveVeth, q.LeaveVeth = false, false
+	p.Node, q.Node = nil, nil
+	return reflect.DeepEqual(p, q)
 }
 
 // GetIPs is the pod's addresses, none for a nil pod.

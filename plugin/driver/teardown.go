@@ -320,7 +320,7 @@ type NodeView struct {
 
 // ReadNode reads the node for a teardown of a pod with these addresses.
 func (d *Driver) ReadNode(host kernel.API, addrs []netip.Addr) (*NodeView, error) {
-	rules, err := listRules(host, podFamily(Pod{IPs: podIPs(addrs)}))
+	rules, err := listRules(host, ownership.FamilyOfAll(addrs))
 	if err != nil {
 		return nil, err
 	}
@@ -355,17 +355,7 @@ func podIPs(addrs []netip.Addr) []PodIP {
 
 // podFamily is the family of the pod's addresses, FamilyAll when it has
 // both or none.
-func podFamily(p Pod) kernel.Family {
-	fam := kernel.FamilyAll
-	for i, ip := range p.IPs {
-		f := family(ip.Addr)
-		if i > 0 && f != fam {
-			return kernel.FamilyAll
-		}
-		fam = f
-	}
-	return fam
-}
+func podFamily(p Pod) kernel.Family { return ownership.FamilyOfAll(podAddrs(p)) }
 
 func tableNames(ts []int) string {
 	s := ""

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -69,17 +68,16 @@ func (t *delTrace) ipamdAnswer(reply *rpc.DelNetworkReply, err error) {
 // teardown records a driver teardown and where its pod came from.
 func (t *delTrace) teardown(p driver.Pod, rep driver.Report, err error) {
 	t.tornDown = true
-	p.Node = nil // a reading of the node, not part of the pod
 	// Every flow tears down from one of three sources; once ipamd has
 	// answered with the allocation, a teardown is from that answer (which
 	// names the same addresses as the prevResult when both are right).
 	source := " from "
 	switch {
-	case t.inspected != nil && reflect.DeepEqual(p, *t.inspected):
+	case t.inspected != nil && p.SamePod(*t.inspected):
 		source += "the pod namespace"
 	case t.released:
 		source += "ipamd's reply"
-	case t.prev != nil && reflect.DeepEqual(p, *t.prev):
+	case t.prev != nil && p.SamePod(*t.prev):
 		source += "prevResult"
 	default:
 		source = ""

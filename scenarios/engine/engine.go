@@ -121,7 +121,6 @@ type run struct {
 	ckpt   string         // ipamd's checkpoint file
 	ticked time.Duration  // when ipamd's loops last ran
 	fp     *failpoint.Set // the run's failpoints, shared by plugin and ipamd
-	conns  ipamdConns     // the plugin's connection to ipamd
 	// restartAt is when kubelet restarts an ipamd that crashed at a
 	// failpoint (-1: none pending), with restartMemory of its checkpoint.
 	restartAt     time.Duration
@@ -287,7 +286,11 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		// (policy.Ipamd.DrainReleaseQueue).
 		ReleaseQueue: plugin.QueueBesideSocket,
 	}
-	env.Dial, env.DialInventory = r.slowAdds(r.dialBackend), r.dialInventory
+	// The plugin dials ipamd as its binary does (plugin.DialGRPC and the
+	// default inventory dialer: internal/unarygrpc, a connection per
+	// invocation), so what the explorer finds of the client is what a
+	// node would see.
+	env.Dial = r.slowAdds(plugin.DialGRPC)
 	if !opt.Quiet {
 		// The timeline says what each DEL did: ipamd's answer and the
 		// teardowns, seen at the plugin's seams.
@@ -315,7 +318,6 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 }
 
 func (r *run) close() {
-	r.conns.close()
 	if r.ipamd != nil {
 		r.ipamd.Stop()
 	}

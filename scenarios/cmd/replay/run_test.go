@@ -204,6 +204,18 @@ func TestDelAttemptsShowIpamd(t *testing.T) {
 	}
 }
 
+// TestHandedOverTeardownNamesItsSource: a DEL that leaves the pod's veth
+// to ipamd (vpccni's ipamd answered) tore the pod down from its
+// prevResult too, and its timeline says so; the teardown's request
+// differs from the prevResult's pod only in what it asks of the teardown.
+func TestHandedOverTeardownNamesItsSource(t *testing.T) {
+	code, out, _ := replay("run", "--mode", "ipv4", "--policy", "default", "../../library/burst-of-adds-throttled.yaml")
+	want := "DEL default/burst-0 attempt 1: torn down from prevResult (removed 2), then ipamd: released "
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("exit %d, the timeline lacks %q:\n%s", code, want, out)
+	}
+}
+
 // TestHelpOnce: each command's --help prints its usage once, on stdout,
 // and exits 0; a bad flag is named on stderr (exit 2).
 func TestHelpOnce(t *testing.T) {
