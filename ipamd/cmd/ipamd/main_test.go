@@ -38,6 +38,15 @@ func isolated(t *testing.T, args ...string) []string {
 		"--introspection-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0")
 }
 
+// stopped is a stop already signalled, for runs that must end in a usage
+// error: should the flags be wrongly accepted (a mutant), the daemon
+// serves and stops at once (exit 0) rather than hanging the test.
+func stopped() <-chan os.Signal {
+	stop := make(chan os.Signal, 1)
+	stop <- syscall.SIGTERM
+	return stop
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--cloud", "gcp"}, {"--cloud", "aws", "--instance-type", "m5.large"}, {"--instance-type", "x1.banana"}, {"--log-level", "loud"},
@@ -45,13 +54,13 @@ func TestUsageErrors(t *testing.T) {
 		{"--warm-ip-target", "-1"}, {"--reconcile-interval", "soon"},
 	} {
 		var out, errb bytes.Buffer
-		code := run(isolated(t, append(args, "--socket", filepath.Join(t.TempDir(), "s"))...), &out, &errb, nil)
+		code := run(isolated(t, append(args, "--socket", filepath.Join(t.TempDir(), "s"))...), &out, &errb, stopped())
 		if code != 2 || !strings.HasPrefix(errb.String(), "ipamd: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
 	var errb bytes.Buffer
-	run([]string{"--cloud", "gcp"}, &bytes.Buffer{}, &errb, nil)
+	run([]string{"--cloud", "gcp"}, &bytes.Buffer{}, &errb, stopped())
 	if !strings.Contains(errb.String(), `"memory" or "aws"`) {
 		t.Errorf("--cloud error does not name the supported value: %q", errb.String())
 	}
@@ -103,7 +112,7 @@ func TestEnvironment(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(name, value)
 			var errb bytes.Buffer
-			if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, nil); code != exitUsage ||
+			if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, stopped()); code != exitUsage ||
 				!strings.Contains(errb.String(), name) {
 				t.Fatalf("%s=%s: exit %d, %q", name, value, code, errb.String())
 			}

@@ -46,7 +46,7 @@ func TestPodENIUsageErrors(t *testing.T) {
 		"--enable-pod-eni=maybe": "invalid boolean value",
 	} {
 		var errb bytes.Buffer
-		code := run(isolated(t, append(strings.Fields(args), "--socket", filepath.Join(t.TempDir(), "s"))...), &bytes.Buffer{}, &errb, nil)
+		code := run(isolated(t, append(strings.Fields(args), "--socket", filepath.Join(t.TempDir(), "s"))...), &bytes.Buffer{}, &errb, stopped())
 		if code != exitUsage || !strings.HasPrefix(errb.String(), "ipamd: ") || !strings.Contains(errb.String(), want) {
 			t.Errorf("%s: exit %d, stderr %q, want %q", args, code, errb.String(), want)
 		}
@@ -66,7 +66,7 @@ func TestPodENISourceFailures(t *testing.T) {
 		"--enable-pod-eni --pod-eni-source static --pod-eni-file " + bad:                 "vlanID 4095 outside 1..4094",
 	} {
 		var errb bytes.Buffer
-		code := run(isolated(t, append(strings.Fields(args), "--socket", filepath.Join(t.TempDir(), "s"))...), &bytes.Buffer{}, &errb, nil)
+		code := run(isolated(t, append(strings.Fields(args), "--socket", filepath.Join(t.TempDir(), "s"))...), &bytes.Buffer{}, &errb, stopped())
 		if code != exitFailed || !strings.Contains(errb.String(), "ipamd cannot start") || !strings.Contains(errb.String(), want) {
 			t.Errorf("%s: exit %d, stderr %q, want %q", args, code, errb.String(), want)
 		}

@@ -39,7 +39,7 @@ func TestFlagRanges(t *testing.T) {
 			}
 			sock := filepath.Join(t.TempDir(), "ipamd.sock")
 			var out, errb bytes.Buffer
-			code := run(isolated(t, append(c.args, "--socket", sock)...), &out, &errb, nil)
+			code := run(isolated(t, append(c.args, "--socket", sock)...), &out, &errb, stopped())
 			if code != 2 {
 				t.Errorf("exit %d, want 2 (stderr %q)", code, errb.String())
 			}

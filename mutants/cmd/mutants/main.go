@@ -198,8 +198,17 @@ func run(root string, m mutant, timeout time.Duration) result {
 		r.status, r.detail = "error", err.Error()
 		return r
 	}
+	// TMPDIR inside the copy (a name go's package patterns skip): a
+	// mutant that hangs a test is killed by the timeout before its
+	// t.TempDir cleanups run, and go's own work dir is left too; they go
+	// when the copy does.
+	tmp := filepath.Join(dir, ".tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		r.status, r.detail = "error", err.Error()
+		return r
+	}
 	// The mutant must compile, tests included (go vet type-checks them).
-	if out, err := goCmd(dir, timeout, "vet", "./"+filepath.Dir(m.File)); err != nil {
+	if out, err := goCmd(dir, tmp, timeout, "vet", "./"+filepath.Dir(m.File)); err != nil {
 		r.status, r.detail = "error", "mutant does not compile:\n"+out
 		return r
 	}
@@ -208,7 +217,7 @@ func run(root string, m mutant, timeout time.Duration) result {
 		// The package first: go test reads flags after it too, and hands
 		// the ones it does not know (-ginkgo.focus=…) to the test binary.
 		args := append([]string{"test", "-count=1", "-timeout", timeout.String(), p}, m.Args...)
-		out, err := goCmd(dir, timeout+time.Minute, args...)
+		out, err := goCmd(dir, tmp, timeout+time.Minute, args...)
 		if err != nil {
 			if strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") {
 				r.status, r.detail = "error", "tests do not build against the mutant:\n"+out
@@ -275,12 +284,16 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func goCmd(dir string, timeout time.Duration, args ...string) (string, error) {
+// goCmd runs go in dir, with TMPDIR set when tmp is not empty.
+func goCmd(dir, tmp string, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if tmp != "" {
+		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	}
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
@@ -457,7 +470,7 @@ func runGremlins(pkgs []string, version, outDir string, workers int, timeout tim
 		fmt.Printf("== gremlins %s (%s)\n", p, version)
 		// Gremlins mutates every package below the path it is given; the
 		// packages here are leaves, or their sub-packages need root.
-		txt, err := goCmd(dir, 30*time.Minute, "run", "github.com/go-gremlins/gremlins/cmd/gremlins@"+version, "unleash",
+		txt, err := goCmd(dir, "", 30*time.Minute, "run", "github.com/go-gremlins/gremlins/cmd/gremlins@"+version, "unleash",
 			"--workers", fmt.Sprint(max(1, workers)), "--timeout-coefficient", "3", "-o", out, p)
 		r := row{pkg: p, took: time.Since(t0)}
 		data, rerr := os.ReadFile(out)
