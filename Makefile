@@ -223,10 +223,11 @@ fmt:
 mocks:
 	$(GO) tool mockgen -source=kernel/kernel.go -destination=mocks/mock_kernel/mock_kernel.go -package=mock_kernel API,Opener
 	$(GO) tool mockgen -source=plugin/driver/driver.go -destination=mocks/mock_driver/mock_driver.go -package=mock_driver Networker
-	$(GO) tool mockgen -source=ipamd/rpc/rpc_grpc.pb.go -destination=mocks/mock_rpc/mock_rpc.go -package=mock_rpc CNIBackendClient
+	$(GO) tool mockgen -source=ipamd/rpc/client.go -destination=mocks/mock_rpc/mock_rpc.go -package=mock_rpc CNIBackendClient
 	$(GO) tool mockgen -source=cloud/cloud.go -destination=mocks/mock_cloud/mock_cloud.go -package=mock_cloud EC2,Metadata,Provider,Inventory
 
-## proto: regenerate ipamd/rpc from rpc.proto (needs protoc: make tools).
+## proto: regenerate ipamd/rpc and ipamd/rpc/rpcgrpc from their .proto files
+## (needs protoc: make tools).
 proto:
 	@$(call need,protoc,Run make tools (or apt-get install protobuf-compiler).)
 	sh ipamd/rpc/gen.sh

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 	"github.com/vpccni/vpccni/ownership"
 )
 
@@ -89,7 +90,7 @@ var _ = Describe("least privilege and bounds", func() {
 		defer conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err = rpc.NewCNIBackendClient(conn).AddNetwork(ctx, &rpc.AddNetworkRequest{ContainerID: "huge", IfName: "eth0",
+		_, err = rpcgrpc.NewCNIBackendClient(conn).AddNetwork(ctx, &rpc.AddNetworkRequest{ContainerID: "huge", IfName: "eth0",
 			NetworkName: "aws-cni", K8S_POD_NAMESPACE: "default", K8S_POD_NAME: strings.Repeat("a", 4<<20)})
 		Expect(status.Code(err)).To(Equal(codes.ResourceExhausted), "%v", err)
 

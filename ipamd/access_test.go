@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // envSocketClient, when set, makes TestNonRootCannotCallAddNetwork act as
@@ -59,7 +59,7 @@ func actAsSocketClient(sock string) {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := rpc.NewCNIBackendClient(conn).AddNetwork(ctx, addReq("nobody"))
+		r, err := rpcgrpc.NewCNIBackendClient(conn).AddNetwork(ctx, addReq("nobody"))
 		cancel()
 		conn.Close()
 		res.AddCode, res.AddSuccess = status.Code(err).String(), r.GetSuccess()

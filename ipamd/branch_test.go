@@ -21,6 +21,7 @@ import (
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/ipamd/podeni"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // The branch pod of these tests is default/pod-sg (addReq("sg")).
@@ -35,7 +36,7 @@ const trunkIfIndex = 42
 
 // startBranch starts a daemon on an m5.large with a trunk ENI, whose
 // branch pods are those of src.
-func startBranch(t *testing.T, src podeni.Source, cfg Config) (*Daemon, rpc.CNIBackendClient) {
+func startBranch(t *testing.T, src podeni.Source, cfg Config) (*Daemon, rpcgrpc.CNIBackendClient) {
 	t.Helper()
 	c, err := memory.NewWithOptions("m5.large", memory.Options{Trunk: true})
 	if err != nil {
@@ -139,7 +140,7 @@ func TestAddBranchPodRefused(t *testing.T) {
 				tc.src(src)
 			}
 			var d *Daemon
-			var c rpc.CNIBackendClient
+			var c rpcgrpc.CNIBackendClient
 			if tc.plain {
 				sock := sockPath(t)
 				tc.cfg.PodENI, tc.cfg.TrunkLinkIndex = src, func() (int, error) { return trunkIfIndex, nil }

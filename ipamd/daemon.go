@@ -34,7 +34,7 @@ import (
 	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/podeni"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
-	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 	"github.com/vpccni/vpccni/ipamd/warmpool"
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -387,8 +387,8 @@ func (d *Daemon) Start() error {
 	}
 	lim := d.cfg.Limits.withDefaults()
 	d.server = grpc.NewServer(lim.serverOptions()...)
-	rpc.RegisterCNIBackendServer(d.server, &handler{d: d})
-	rpc.RegisterInventoryServer(d.server, &inventory{d: d})
+	rpcgrpc.RegisterCNIBackendServer(d.server, &handler{d: d})
+	rpcgrpc.RegisterInventoryServer(d.server, &inventory{d: d})
 	d.health = health.NewServer()
 	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	d.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)

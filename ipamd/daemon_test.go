@@ -24,6 +24,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // sockPath is a socket path in a fresh directory. t.TempDir can exceed the
@@ -72,8 +73,8 @@ func dial(t testing.TB, sock string) *grpc.ClientConn {
 	return conn
 }
 
-func client(t testing.TB, sock string) rpc.CNIBackendClient {
-	return rpc.NewCNIBackendClient(dial(t, sock))
+func client(t testing.TB, sock string) rpcgrpc.CNIBackendClient {
+	return rpcgrpc.NewCNIBackendClient(dial(t, sock))
 }
 
 func ctx(t *testing.T) context.Context {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // The outcome attribute of every request's log line, one word so logs can
@@ -44,7 +45,7 @@ var errWrongVersion = status.Error(codes.FailedPrecondition, "wrong client versi
 
 // handler serves CNIBackend.
 type handler struct {
-	rpc.UnimplementedCNIBackendServer
+	rpcgrpc.UnimplementedCNIBackendServer
 	d *Daemon
 }
 

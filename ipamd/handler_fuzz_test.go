@@ -18,6 +18,7 @@ import (
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // The socket is root's, but whatever can reach it can send any field
@@ -70,7 +71,7 @@ func FuzzHandlers(f *testing.F) {
 	f.Add([]byte{0, 0xfe, 0x00, 0x07, 0x02, 0xc3, 0x28, 0x7e, 0x00, 0x07, 0x02, 0xc3, 0x28, 0x7f, 0x00, 0x07, 0x03, 0xef, 0xbf, 0xbd})
 
 	daemons := [2]*Daemon{fzStartDaemon(f, false), fzStartDaemon(f, true)}
-	clients := [2]rpc.CNIBackendClient{client(f, daemons[0].cfg.SocketPath), client(f, daemons[1].cfg.SocketPath)}
+	clients := [2]rpcgrpc.CNIBackendClient{client(f, daemons[0].cfg.SocketPath), client(f, daemons[1].cfg.SocketPath)}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &fzReader{b: data}

@@ -5,11 +5,12 @@ import (
 
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 // inventory serves vpccni's Inventory service (the plugin's GC and STATUS).
 type inventory struct {
-	rpc.UnimplementedInventoryServer
+	rpcgrpc.UnimplementedInventoryServer
 	d *Daemon
 }
 

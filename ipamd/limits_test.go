@@ -184,7 +184,7 @@ func (h *h2) openStream(id uint32, extra ...hpack.HeaderField) error {
 	h.hb.Reset()
 	for _, f := range append([]hpack.HeaderField{
 		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: rpc.CNIBackend_AddNetwork_FullMethodName}, {Name: ":authority", Value: "localhost"},
+		{Name: ":path", Value: rpc.MethodAddNetwork}, {Name: ":authority", Value: "localhost"},
 		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 	}, extra...) {
 		if err := h.enc.WriteField(f); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,7 +33,7 @@ func TestAddBuildsPodAndResult(t *testing.T) {
 			r := newRig(t)
 			r.expectHandles(true)
 			r.client.EXPECT().AddNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-				func(_ context.Context, req *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+				func(_ context.Context, req *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 					if req.ContainerID != "c1" || req.IfName != "eth0" || req.NetworkName != "aws-cni" || req.Netns != testNetns || req.K8S_POD_NAME != "web-1" {
 						t.Errorf("request %v", req)
 					}
@@ -84,7 +83,7 @@ func TestAddRollsBackAndReleases(t *testing.T) {
 		r.drv.EXPECT().Setup(r.host, r.pod, wantPod(2)).Return(errors.New("pod-address: EEXIST")),
 		r.drv.EXPECT().Teardown(r.host, r.pod, wantPod(2)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-			func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+			func(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 				if req.Reason != ReasonSetupNSFailed {
 					t.Errorf("reason %q", req.Reason)
 				}

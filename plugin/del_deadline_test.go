@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -29,7 +27,7 @@ func TestDelCallHasIpamdDeadline(t *testing.T) {
 	gomock.InOrder(
 		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-			func(ctx context.Context, _ *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+			func(ctx context.Context, _ *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 				var d time.Time
 				d, hasDeadline = ctx.Deadline()
 				deadline = time.Until(d)
@@ -62,7 +60,7 @@ type hangingInventory struct {
 	deadline *time.Time
 }
 
-func (h hangingInventory) ListAllocations(ctx context.Context, _ *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (h hangingInventory) ListAllocations(ctx context.Context, _ *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	*h.deadline, _ = ctx.Deadline()
 	select {
 	case <-ctx.Done():
@@ -81,7 +79,7 @@ func TestDelIpamdTimeoutBoundsBothCalls(t *testing.T) {
 	r := newRig(t)
 	r.expectHandles(true)
 	var asked, released time.Time
-	r.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	r.p.env.DialInventory = func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		return hangingInventory{deadline: &asked}, nil, nopCloser{}, nil
 	}
 	gomock.InOrder(
@@ -89,7 +87,7 @@ func TestDelIpamdTimeoutBoundsBothCalls(t *testing.T) {
 		r.drv.EXPECT().Inspect(r.host, r.pod, "eth0").Return(nil, errors.New("nothing read back")),
 		r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-			func(ctx context.Context, _ *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+			func(ctx context.Context, _ *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 				var ok bool
 				if released, ok = ctx.Deadline(); !ok {
 					t.Error("DelNetwork has no deadline")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/mocks/mock_driver"
@@ -25,7 +23,7 @@ type meetingInventory struct {
 	missed         *bool
 }
 
-func (m meetingInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest, ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (m meetingInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	close(m.asked)
 	select {
 	case <-m.reading:
@@ -45,7 +43,7 @@ func TestDelReadsTheNodeWhileIpamdAnswers(t *testing.T) {
 	r.p.env.Driver = r.drv
 	missedRead, missedAsk := false, false
 	inv := meetingInventory{asked: make(chan struct{}), reading: make(chan struct{}), missed: &missedRead}
-	r.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	r.p.env.DialInventory = func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		return inv, nil, nopCloser{}, nil
 	}
 	view := &driver.NodeView{}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,16 +23,16 @@ var (
 )
 
 // ipamd behaviours as a DelNetwork stub.
-type delFn func(context.Context, *rpc.DelNetworkRequest, ...grpc.CallOption) (*rpc.DelNetworkReply, error)
+type delFn func(context.Context, *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error)
 
 func replyWith(r *rpc.DelNetworkReply, err error) delFn {
-	return func(context.Context, *rpc.DelNetworkRequest, ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+	return func(context.Context, *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 		return r, err
 	}
 }
 
 // hang is an ipamd that accepts and never answers: only the deadline ends it.
-func hang(ctx context.Context, _ *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func hang(ctx context.Context, _ *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	<-ctx.Done()
 	return nil, status.FromContextError(ctx.Err()).Err()
 }
@@ -177,7 +176,7 @@ func TestDelSendsTheRequest(t *testing.T) {
 	r := newRig(t)
 	r.expectHandles(true)
 	r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-		func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+		func(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 			want := &rpc.DelNetworkRequest{ClientVersion: "test", K8S_POD_NAME: "web-1", K8S_POD_NAMESPACE: "default",
 				K8S_POD_INFRA_CONTAINER_ID: "c1", K8S_POD_UID: "u1", Reason: "PodDeleted", ContainerID: "c1", IfName: "eth0", NetworkName: "aws-cni",
 				HostVethIndex: 7}

@@ -13,8 +13,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -27,7 +25,7 @@ type listingInventory struct {
 	allocs []*rpc.Allocation
 }
 
-func (l listingInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest, ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (l listingInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	return &rpc.ListAllocationsReply{Allocations: l.allocs}, nil
 }
 
@@ -39,7 +37,7 @@ func TestGCKeepsAnAddressRoutedToAnotherPod(t *testing.T) {
 	r := newRig(t)
 	stale := &rpc.Allocation{ContainerId: "gone", IfName: "eth0", NetworkName: "aws-cni", Ip: "10.0.1.15", RouteTable: 254,
 		PodNamespace: "default", PodName: "web-1"}
-	r.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	r.p.env.DialInventory = func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		return listingInventory{allocs: []*rpc.Allocation{stale}}, nil, nopCloser{}, nil
 	}
 	r.opener.EXPECT().Open("").Return(r.host, nil)
@@ -57,7 +55,7 @@ func TestGCKeepsAnAddressRoutedToAnotherPod(t *testing.T) {
 // log (runtimes poll it; the journal is not always on).
 func TestStatusLogsNotReady(t *testing.T) {
 	r := newRig(t)
-	r.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	r.p.env.DialInventory = func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		return nil, nil, nil, errors.New("dial refused")
 	}
 	logFile := filepath.Join(t.TempDir(), "plugin.log")
@@ -83,7 +81,7 @@ func TestGCCollectsALiveSandbox(t *testing.T) {
 	victimNode := w.snap(t, hostileNode)
 	stale := &rpc.Allocation{ContainerId: "c-" + victimName, IfName: "eth0", NetworkName: "aws-cni", Ip: w.victim.ip, RouteTable: 2,
 		PodNamespace: "default", PodName: victimName, Netns: w.victim.netns}
-	w.p.env.DialInventory = func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	w.p.env.DialInventory = func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		return listingInventory{allocs: []*rpc.Allocation{stale}}, nil, nopCloser{}, nil
 	}
 	valid := `[{"containerID":"c-` + neighName + `","ifname":"eth0"}]`

@@ -13,7 +13,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -28,14 +27,14 @@ const ReasonGC = "GC"
 
 // InventoryDialer opens ipamd's health and inventory services (GC and
 // STATUS); the default dials gRPC.
-type InventoryDialer func(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error)
+type InventoryDialer func(target string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error)
 
-func dialInventory(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+func dialInventory(target string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 	conn, closer, err := dialShared(target)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return rpc.NewInventoryClient(conn), healthpb.NewHealthClient(conn), closer, nil
+	return rpc.NewInventoryClient(conn), rpc.NewHealthClient(conn), closer, nil
 }
 
 // status is CNI STATUS (1.1): ready when ipamd answers its health check
@@ -68,11 +67,11 @@ func (p *Plugin) ready(conf *NetConf) error {
 	defer closer.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout())
 	defer cancel()
-	h, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+	h, err := health.Check(ctx, &rpc.HealthCheckRequest{})
 	if err != nil {
 		return cniError(types.ErrPluginNotAvailable, fmt.Sprintf("ipamd at %s does not answer its health check", conf.IpamdAddress), err)
 	}
-	if h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+	if h.GetStatus() != rpc.HealthCheckResponse_SERVING {
 		return errorf(types.ErrPluginNotAvailable, "ipamd at %s is %s", conf.IpamdAddress, h.GetStatus())
 	}
 	ps, err := inv.PoolStatus(ctx, &rpc.PoolStatusRequest{})

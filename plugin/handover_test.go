@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/plugin/driver"
@@ -25,7 +24,7 @@ func TestDelHandsTheVethToIpamd(t *testing.T) {
 	gomock.InOrder(
 		r.drv.EXPECT().Teardown(r.host, r.pod, leftVeth(prevPod)).Return(driver.Report{}, nil),
 		r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-			func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+			func(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 				if !req.DeleteHostVeth || req.HostVethIndex != 7 {
 					t.Errorf("DelNetwork DeleteHostVeth %v, HostVethIndex %d; want true, 7", req.DeleteHostVeth, req.HostVethIndex)
 				}
@@ -50,7 +49,7 @@ func TestDelKeepsTheVethWhenIpamdCannotTakeIt(t *testing.T) {
 			r.drv.EXPECT().Inspect(r.host, r.pod, "eth0").Return(nil, nil),
 			r.drv.EXPECT().Teardown(r.host, r.pod, prevPod).Return(driver.Report{}, nil),
 			r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-				func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+				func(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 					if req.DeleteHostVeth {
 						t.Error("a reference ipamd was handed the veth")
 					}
@@ -67,7 +66,7 @@ func TestDelKeepsTheVethWhenIpamdCannotTakeIt(t *testing.T) {
 		gomock.InOrder(
 			r.drv.EXPECT().Teardown(r.host, nil, prevPod).Return(driver.Report{}, nil),
 			r.client.EXPECT().DelNetwork(gomock.Any(), gomock.Any()).DoAndReturn(
-				func(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+				func(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 					if req.DeleteHostVeth {
 						t.Error("a veth was handed over without a namespace proving it")
 					}

@@ -10,9 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/golang/mock/gomock"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -107,20 +105,20 @@ func refPrevResult(hostVeth, mac, dummyMac, dummySandbox string) map[string]any 
 
 // emptyInventory is vpccni's ipamd holding nothing for the sandbox (the
 // tests' DelNetwork mocks answer for the release).
-func emptyInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+func emptyInventory(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 	return listingInventory{}, nil, nopCloser{}, nil
 }
 
 // referenceInventory is a reference ipamd's answer to vpccni's Inventory
 // service: it has none (Unimplemented). A DEL then cannot ask what its
 // sandbox holds before releasing.
-func referenceInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+func referenceInventory(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 	return unimplementedInventory{}, nil, nopCloser{}, nil
 }
 
 type unimplementedInventory struct{ rpc.InventoryClient }
 
-func (unimplementedInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest, ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (unimplementedInventory) ListAllocations(context.Context, *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "unknown service vpccni.Inventory")
 }
 

@@ -16,9 +16,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -48,7 +46,7 @@ type fakeIpamd struct {
 	proofs map[string]int32
 }
 
-func (f *fakeIpamd) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (f *fakeIpamd) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	md, ok := f.alloc[req.K8S_POD_NAME]
@@ -58,7 +56,7 @@ func (f *fakeIpamd) AddNetwork(_ context.Context, req *rpc.AddNetworkRequest, _ 
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{md}}, nil
 }
 
-func (f *fakeIpamd) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func (f *fakeIpamd) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, req.K8S_POD_NAME)
@@ -77,7 +75,7 @@ func (f *fakeIpamd) DelNetwork(_ context.Context, req *rpc.DelNetworkRequest, _ 
 // hostilePod is one pod of the world.
 // ListAllocations is the record vpccni's ipamd keeps: what each sandbox
 // holds, asked without releasing it.
-func (f *fakeIpamd) ListAllocations(_ context.Context, req *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (f *fakeIpamd) ListAllocations(_ context.Context, req *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := &rpc.ListAllocationsReply{}
@@ -91,7 +89,7 @@ func (f *fakeIpamd) ListAllocations(_ context.Context, req *rpc.ListAllocationsR
 	return out, nil
 }
 
-func (f *fakeIpamd) PoolStatus(context.Context, *rpc.PoolStatusRequest, ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
+func (f *fakeIpamd) PoolStatus(context.Context, *rpc.PoolStatusRequest) (*rpc.PoolStatusReply, error) {
 	return nil, status.Error(codes.Unimplemented, "not here")
 }
 
@@ -222,7 +220,7 @@ func newHostileWorldIn(t *testing.T, format string, drv driver.Networker, victim
 	}
 	w.p = New(Env{Kernel: w.k.Opener(hostileNode), Driver: drv, Version: "hostile",
 		Dial: func(string) (rpc.CNIBackendClient, io.Closer, error) { return w.ipamd, nopCloser{}, nil },
-		DialInventory: func(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+		DialInventory: func(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 			return w.ipamd, nil, nopCloser{}, nil
 		},
 		IsHostNS: func(path string) (bool, error) { return path == hostileNode, nil }})

@@ -13,8 +13,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -169,7 +167,7 @@ func (r *recorder) dialer(inner Dialer) Dialer {
 }
 
 func (r *recorder) inventoryDialer(inner InventoryDialer) InventoryDialer {
-	return func(target string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+	return func(target string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 		inv, h, closer, err := inner(target)
 		if err != nil {
 			return nil, nil, nil, err
@@ -216,12 +214,12 @@ type recBackend struct {
 	r *recorder
 }
 
-func (b recBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest, opts ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
-	return record(b.r, "AddNetwork", in, func() (*rpc.AddNetworkReply, error) { return b.CNIBackendClient.AddNetwork(ctx, in, opts...) })
+func (b recBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
+	return record(b.r, "AddNetwork", in, func() (*rpc.AddNetworkReply, error) { return b.CNIBackendClient.AddNetwork(ctx, in) })
 }
 
-func (b recBackend) DelNetwork(ctx context.Context, in *rpc.DelNetworkRequest, opts ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
-	return record(b.r, "DelNetwork", in, func() (*rpc.DelNetworkReply, error) { return b.CNIBackendClient.DelNetwork(ctx, in, opts...) })
+func (b recBackend) DelNetwork(ctx context.Context, in *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
+	return record(b.r, "DelNetwork", in, func() (*rpc.DelNetworkReply, error) { return b.CNIBackendClient.DelNetwork(ctx, in) })
 }
 
 type recInventory struct {
@@ -229,19 +227,19 @@ type recInventory struct {
 	r *recorder
 }
 
-func (c recInventory) ListAllocations(ctx context.Context, in *rpc.ListAllocationsRequest, opts ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
-	return record(c.r, "ListAllocations", in, func() (*rpc.ListAllocationsReply, error) { return c.InventoryClient.ListAllocations(ctx, in, opts...) })
+func (c recInventory) ListAllocations(ctx context.Context, in *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
+	return record(c.r, "ListAllocations", in, func() (*rpc.ListAllocationsReply, error) { return c.InventoryClient.ListAllocations(ctx, in) })
 }
 
-func (c recInventory) PoolStatus(ctx context.Context, in *rpc.PoolStatusRequest, opts ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
-	return record(c.r, "PoolStatus", in, func() (*rpc.PoolStatusReply, error) { return c.InventoryClient.PoolStatus(ctx, in, opts...) })
+func (c recInventory) PoolStatus(ctx context.Context, in *rpc.PoolStatusRequest) (*rpc.PoolStatusReply, error) {
+	return record(c.r, "PoolStatus", in, func() (*rpc.PoolStatusReply, error) { return c.InventoryClient.PoolStatus(ctx, in) })
 }
 
 type recHealth struct {
-	healthpb.HealthClient
+	rpc.HealthClient
 	r *recorder
 }
 
-func (h recHealth) Check(ctx context.Context, in *healthpb.HealthCheckRequest, opts ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
-	return record(h.r, "Check", in, func() (*healthpb.HealthCheckResponse, error) { return h.HealthClient.Check(ctx, in, opts...) })
+func (h recHealth) Check(ctx context.Context, in *rpc.HealthCheckRequest) (*rpc.HealthCheckResponse, error) {
+	return record(h.r, "Check", in, func() (*rpc.HealthCheckResponse, error) { return h.HealthClient.Check(ctx, in) })
 }

@@ -5,8 +5,6 @@
 package plugin
 
 import (
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"encoding/json"
 	"fmt"
 	"net"
@@ -258,18 +256,18 @@ func LoadK8sArgs(s string) (*K8sArgs, error) {
 	// the verb to judge (CHECK and a runtime's second DEL may lack them).
 	checks := []struct {
 		what, v string
-		valid   func(string) []string
+		wrong   func(string) string
 	}{
-		{"K8S_POD_NAMESPACE", string(a.K8S_POD_NAMESPACE), validation.IsDNS1123Label},
-		{"K8S_POD_NAME", string(a.K8S_POD_NAME), validation.IsDNS1123Subdomain},
+		{"K8S_POD_NAMESPACE", string(a.K8S_POD_NAMESPACE), dns1123Label},
+		{"K8S_POD_NAME", string(a.K8S_POD_NAME), dns1123Subdomain},
 	}
 	for _, c := range checks {
 		if c.v == "" {
 			continue
 		}
-		if errs := c.valid(c.v); len(errs) > 0 {
+		if why := c.wrong(c.v); why != "" {
 			return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "failed to parse CNI_ARGS",
-				fmt.Sprintf("%s %q is not a Kubernetes name: %s", c.what, c.v, strings.Join(errs, "; ")))
+				fmt.Sprintf("%s %q is not a Kubernetes name: %s", c.what, c.v, why))
 		}
 	}
 	return a, nil

@@ -13,7 +13,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"google.golang.org/grpc"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -154,11 +153,11 @@ func TestResultFormatMismatch(t *testing.T) {
 // with nothing (ipamd keeps no record of a branch pod).
 type vlanIpamd struct{ add *rpc.AddNetworkReply }
 
-func (f vlanIpamd) AddNetwork(context.Context, *rpc.AddNetworkRequest, ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (f vlanIpamd) AddNetwork(context.Context, *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	return f.add, nil
 }
 
-func (f vlanIpamd) DelNetwork(context.Context, *rpc.DelNetworkRequest, ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func (f vlanIpamd) DelNetwork(context.Context, *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	return &rpc.DelNetworkReply{Success: true, PodVlanId: f.add.PodVlanId, IPAllocationMetadata: f.add.IPAllocationMetadata}, nil
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -30,11 +29,11 @@ import (
 // has nothing but the prevResult to go by.
 type fzFakeIpamd struct{ add *rpc.AddNetworkReply }
 
-func (f fzFakeIpamd) AddNetwork(context.Context, *rpc.AddNetworkRequest, ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (f fzFakeIpamd) AddNetwork(context.Context, *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	return f.add, nil
 }
 
-func (fzFakeIpamd) DelNetwork(context.Context, *rpc.DelNetworkRequest, ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func (fzFakeIpamd) DelNetwork(context.Context, *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	return nil, status.Error(codes.NotFound, unknownPodText)
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 	"github.com/vpccni/vpccni/plugin/driver"
 )
 
@@ -65,7 +66,7 @@ func silentIpamd(t *testing.T, sock string) {
 // stuckBackend takes the call and never answers it, whatever the
 // caller's deadline (it waits for the test to end, not for its context).
 type stuckBackend struct {
-	rpc.UnimplementedCNIBackendServer
+	rpcgrpc.UnimplementedCNIBackendServer
 	release chan struct{}
 	calls   atomic.Int32
 }
@@ -92,7 +93,7 @@ func stuckIpamd(t *testing.T, network, addr string) (*stuckBackend, string) {
 	}
 	b := &stuckBackend{release: make(chan struct{})}
 	srv := grpc.NewServer()
-	rpc.RegisterCNIBackendServer(srv, b)
+	rpcgrpc.RegisterCNIBackendServer(srv, b)
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
 	t.Cleanup(func() { close(b.release) }) // runs first: lets handlers return
@@ -171,7 +172,7 @@ func checkBounded(t *testing.T, took, timeout time.Duration) {
 
 // answeringBackend releases every pod it is asked about.
 type answeringBackend struct {
-	rpc.UnimplementedCNIBackendServer
+	rpcgrpc.UnimplementedCNIBackendServer
 	dels atomic.Int32
 }
 
@@ -191,7 +192,7 @@ func TestLoopbackTCPAddressIsDialled(t *testing.T) {
 	}
 	b := &answeringBackend{}
 	srv := grpc.NewServer()
-	rpc.RegisterCNIBackendServer(srv, b)
+	rpcgrpc.RegisterCNIBackendServer(srv, b)
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
 

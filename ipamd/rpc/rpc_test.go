@@ -109,30 +109,3 @@ func TestWireBytes(t *testing.T) {
 		t.Fatalf("encoded % x, want % x", b, want)
 	}
 }
-
-// TestMethodNames: the HTTP/2 path of each call is what a reference peer
-// dials, so the package, service and method names are part of the wire.
-func TestMethodNames(t *testing.T) {
-	if CNIBackend_AddNetwork_FullMethodName != "/rpc.CNIBackend/AddNetwork" {
-		t.Errorf("AddNetwork is %s", CNIBackend_AddNetwork_FullMethodName)
-	}
-	if CNIBackend_DelNetwork_FullMethodName != "/rpc.CNIBackend/DelNetwork" {
-		t.Errorf("DelNetwork is %s", CNIBackend_DelNetwork_FullMethodName)
-	}
-	if CNIBackend_ServiceDesc.ServiceName != "rpc.CNIBackend" {
-		t.Errorf("service is %s", CNIBackend_ServiceDesc.ServiceName)
-	}
-	svc := File_ipamd_rpc_rpc_proto.Services().ByName("CNIBackend")
-	if svc == nil || svc.Methods().Len() != 2 {
-		t.Fatalf("service descriptor %v", svc)
-	}
-	for name, io := range map[protoreflect.Name][2]protoreflect.FullName{
-		"AddNetwork": {"rpc.AddNetworkRequest", "rpc.AddNetworkReply"},
-		"DelNetwork": {"rpc.DelNetworkRequest", "rpc.DelNetworkReply"},
-	} {
-		m := svc.Methods().ByName(name)
-		if m == nil || m.Input().FullName() != io[0] || m.Output().FullName() != io[1] || m.IsStreamingClient() || m.IsStreamingServer() {
-			t.Errorf("method %s: %v", name, m)
-		}
-	}
-}

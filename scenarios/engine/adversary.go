@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
 
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -207,8 +206,8 @@ type slowBackend struct {
 	r *run
 }
 
-func (b slowBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest, opts ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
-	reply, err := b.CNIBackendClient.AddNetwork(ctx, in, opts...)
+func (b slowBackend) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
+	reply, err := b.CNIBackendClient.AddNetwork(ctx, in)
 	if err == nil && reply.GetSuccess() {
 		if p := b.r.pods[in.GetK8S_POD_NAMESPACE()+"/"+in.GetK8S_POD_NAME()]; p != nil && p.spec.AddTakes != nil {
 			b.r.pause(p.spec.AddTakes.Duration)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
@@ -177,8 +176,8 @@ type tracedBackend struct {
 	tr *tracing
 }
 
-func (b tracedBackend) DelNetwork(ctx context.Context, in *rpc.DelNetworkRequest, opts ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
-	reply, err := b.CNIBackendClient.DelNetwork(ctx, in, opts...)
+func (b tracedBackend) DelNetwork(ctx context.Context, in *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
+	reply, err := b.CNIBackendClient.DelNetwork(ctx, in)
 	if b.tr.cur != nil {
 		b.tr.cur.ipamdAnswer(reply, err)
 	}

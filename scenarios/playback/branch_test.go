@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/vpccni/vpccni/ipamd/rpc"
 )
 
@@ -17,7 +15,7 @@ type branchIpamd struct {
 	vlans int
 }
 
-func (b *branchIpamd) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest, opts ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (b *branchIpamd) AddNetwork(ctx context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	b.vlans++
 	ip := fmt.Sprintf("192.168.5.%d", 10+b.vlans)
 	md := &rpc.IPAllocationMetadata{IPv4Addr: ip, DeviceNumber: -1}
@@ -52,7 +50,7 @@ type v6Ipamd struct {
 	n int
 }
 
-func (v *v6Ipamd) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (v *v6Ipamd) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	v.n++
 	md := &rpc.IPAllocationMetadata{IPv6Addr: fmt.Sprintf("2001:db8:1:2::%x", 0x10+v.n), RouteTableId: 254}
 	v.held[in.ContainerID] = md

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -98,7 +96,7 @@ func (r *recordedIpamd) dial(string) (rpc.CNIBackendClient, io.Closer, error) {
 	return backend{r}, nopCloser{}, nil
 }
 
-func (r *recordedIpamd) dialInventory(string) (rpc.InventoryClient, healthpb.HealthClient, io.Closer, error) {
+func (r *recordedIpamd) dialInventory(string) (rpc.InventoryClient, rpc.HealthClient, io.Closer, error) {
 	return inventory{r}, health{r}, nopCloser{}, nil
 }
 
@@ -113,35 +111,26 @@ func answerAs[P proto.Message](r *recordedIpamd, method string, in proto.Message
 
 type backend struct{ r *recordedIpamd }
 
-func (b backend) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (b backend) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	return answerAs(b.r, "AddNetwork", in, &rpc.AddNetworkReply{})
 }
 
-func (b backend) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func (b backend) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	return answerAs(b.r, "DelNetwork", in, &rpc.DelNetworkReply{})
 }
 
 type inventory struct{ r *recordedIpamd }
 
-func (i inventory) ListAllocations(_ context.Context, in *rpc.ListAllocationsRequest, _ ...grpc.CallOption) (*rpc.ListAllocationsReply, error) {
+func (i inventory) ListAllocations(_ context.Context, in *rpc.ListAllocationsRequest) (*rpc.ListAllocationsReply, error) {
 	return answerAs(i.r, "ListAllocations", in, &rpc.ListAllocationsReply{})
 }
 
-func (i inventory) PoolStatus(_ context.Context, in *rpc.PoolStatusRequest, _ ...grpc.CallOption) (*rpc.PoolStatusReply, error) {
+func (i inventory) PoolStatus(_ context.Context, in *rpc.PoolStatusRequest) (*rpc.PoolStatusReply, error) {
 	return answerAs(i.r, "PoolStatus", in, &rpc.PoolStatusReply{})
 }
 
 type health struct{ r *recordedIpamd }
 
-func (h health) Check(_ context.Context, in *healthpb.HealthCheckRequest, _ ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
-	return answerAs(h.r, "Check", in, &healthpb.HealthCheckResponse{})
-}
-
-// The plugin calls neither; the journal never records them.
-func (health) List(context.Context, *healthpb.HealthListRequest, ...grpc.CallOption) (*healthpb.HealthListResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "playback: Health.List is not recorded")
-}
-
-func (health) Watch(context.Context, *healthpb.HealthCheckRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[healthpb.HealthCheckResponse], error) {
-	return nil, status.Error(codes.Unimplemented, "playback: Health.Watch is not recorded")
+func (h health) Check(_ context.Context, in *rpc.HealthCheckRequest) (*rpc.HealthCheckResponse, error) {
+	return answerAs(h.r, "Check", in, &rpc.HealthCheckResponse{})
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -37,7 +36,7 @@ type poolIpamd struct {
 	given int
 }
 
-func (f *poolIpamd) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ ...grpc.CallOption) (*rpc.AddNetworkReply, error) {
+func (f *poolIpamd) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest) (*rpc.AddNetworkReply, error) {
 	if f.down {
 		return nil, status.Error(codes.Unavailable, "connection refused")
 	}
@@ -49,7 +48,7 @@ func (f *poolIpamd) AddNetwork(_ context.Context, in *rpc.AddNetworkRequest, _ .
 	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{md}}, nil
 }
 
-func (f *poolIpamd) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest, _ ...grpc.CallOption) (*rpc.DelNetworkReply, error) {
+func (f *poolIpamd) DelNetwork(_ context.Context, in *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {
 	if f.down {
 		return nil, status.Error(codes.Unavailable, "connection refused")
 	}

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vpccni/vpccni/ipamd/rpc"
+	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 )
 
 const staticFile = `{"default/sg": {"eniId": "eni-0a1b2c3d4e5f60718", "ifAddress": "0a:1b:2c:3d:4e:5f",
@@ -94,7 +95,7 @@ func (s *syncBuffer) String() string {
 
 // serve runs the command in-process until the test ends and returns a
 // client on its socket.
-func serve(t *testing.T, args ...string) (rpc.CNIBackendClient, *syncBuffer) {
+func serve(t *testing.T, args ...string) (rpcgrpc.CNIBackendClient, *syncBuffer) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ipamd")
 	if err != nil {
@@ -141,7 +142,7 @@ func serve(t *testing.T, args ...string) (rpc.CNIBackendClient, *syncBuffer) {
 			t.Fatalf("ipamd does not serve: %v: %s", err, logs.String())
 		}
 	}
-	return rpc.NewCNIBackendClient(conn), logs
+	return rpcgrpc.NewCNIBackendClient(conn), logs
 }
 
 func add(pod string) *rpc.AddNetworkRequest {
