@@ -22,6 +22,7 @@ import (
 	"github.com/vpccni/vpccni/cloud"
 	awscloud "github.com/vpccni/vpccni/cloud/aws"
 	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/internal/awsenv"
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
@@ -65,7 +66,19 @@ type flags struct {
 	daemon   atomic.Pointer[ipamd.Daemon]
 }
 
-func envBool(getenv func(string) string, name string) bool { return getenv(name) == "true" }
+// envSwitch reads one of vpccni's own switches as the reference's are
+// read (strconv.ParseBool), false when unset.
+func envSwitch(getenv func(string) string, name string) (bool, error) {
+	s := getenv(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", name, s)
+	}
+	return b, nil
+}
 
 // parseFlags reads the command line; the reference's environment
 // variables are the defaults. A malformed environment value is a usage
@@ -82,6 +95,20 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 			return nil, fmt.Errorf("%s=%q: want a whole number of seconds", envCooldown, s)
 		}
 		cooldown = time.Duration(n) * time.Second
+	}
+	// The reference's switches, read with strconv.ParseBool as it reads
+	// them; a value it cannot read is refused (it would take the default).
+	switches := map[string]bool{}
+	for _, name := range []string{"ENABLE_IPv6", "ENABLE_IPv4", "DISABLE_INTROSPECTION", "DISABLE_METRICS", "ENABLE_POD_ENI"} {
+		b, err := awsenv.Bool(getenv, name)
+		if err != nil {
+			return nil, err
+		}
+		switches[name] = b
+	}
+	recoverFromKernel, err := envSwitch(getenv, envRecover)
+	if err != nil {
+		return nil, err
 	}
 	or := func(name, def string) string {
 		if v := getenv(name); v != "" {
@@ -101,10 +128,10 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.level, "log-level", "info", "")
 	fs.StringVar(&f.format, "log-format", "text", "")
 	fs.BoolVar(&f.strict, "reject-version-mismatch", false, "")
-	fs.BoolVar(&f.ipv6, "ipv6", envBool(getenv, "ENABLE_IPv6"), "")
+	fs.BoolVar(&f.ipv6, "ipv6", switches["ENABLE_IPv6"], "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.StringVar(&f.checkpoint, "checkpoint", or(checkpoint.EnvPath, checkpoint.DefaultPath), "")
-	fs.BoolVar(&f.recover, "recover-from-kernel", envBool(getenv, envRecover), "")
+	fs.BoolVar(&f.recover, "recover-from-kernel", recoverFromKernel, "")
 	fs.DurationVar(&f.cooldown, "ip-cooldown", cooldown, "")
 	fs.BoolVar(&f.reconcile, "reconcile", true, "")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", ipamd.DefaultReconcileInterval, "")
@@ -112,16 +139,16 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.vethPrefix, "veth-prefix", or(envVethPrefix, ownership.DefaultVethPrefix), "")
 	fs.StringVar(&f.introspection, "introspection-address", or(envIntrospection, introspect.DefaultAddress), "")
 	fs.BoolVar(&f.allowNonLoopback, "allow-nonloopback-introspection", false, "")
-	fs.BoolVar(&f.noIntrospection, "disable-introspection", envBool(getenv, "DISABLE_INTROSPECTION"), "")
+	fs.BoolVar(&f.noIntrospection, "disable-introspection", switches["DISABLE_INTROSPECTION"], "")
 	fs.StringVar(&f.metricsAddr, "metrics-address", or(envMetrics, defaultMetricsAddress), "")
-	fs.BoolVar(&f.noMetrics, "disable-metrics", envBool(getenv, "DISABLE_METRICS"), "")
+	fs.BoolVar(&f.noMetrics, "disable-metrics", switches["DISABLE_METRICS"], "")
 	fs.IntVar(&f.targets.WarmENI, "warm-eni-target", targets.WarmENI, "")
 	fs.IntVar(&f.targets.WarmIP, "warm-ip-target", targets.WarmIP, "")
 	fs.IntVar(&f.targets.MinimumIP, "minimum-ip-target", targets.MinimumIP, "")
 	fs.IntVar(&f.targets.WarmPrefix, "warm-prefix-target", targets.WarmPrefix, "")
 	fs.BoolVar(&f.targets.PrefixDelegation, "enable-prefix-delegation", targets.PrefixDelegation, "")
 	fs.IntVar(&f.targets.MaxENI, "max-eni", targets.MaxENI, "")
-	fs.BoolVar(&f.pe.enabled, "enable-pod-eni", envBool(getenv, "ENABLE_POD_ENI"), "")
+	fs.BoolVar(&f.pe.enabled, "enable-pod-eni", switches["ENABLE_POD_ENI"], "")
 	fs.StringVar(&f.pe.source, "pod-eni-source", sourceKubernetes, "")
 	fs.StringVar(&f.pe.file, "pod-eni-file", "", "")
 	fs.StringVar(&f.pe.kubeconfig, "kubeconfig", "", "")
@@ -133,6 +160,13 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	// ENABLE_IPv4, when set, must say the other family than --ipv6 (or
+	// ENABLE_IPv6): the reference refuses both and neither. Unset, it is
+	// whatever --ipv6 leaves.
+	if getenv("ENABLE_IPv4") != "" && switches["ENABLE_IPv4"] == f.ipv6 {
+		return nil, fmt.Errorf("ENABLE_IPv4=%s with IPv6 %s: exactly one of ENABLE_IPv4 and ENABLE_IPv6 (--ipv6) must be true",
+			getenv("ENABLE_IPv4"), map[bool]string{true: "on", false: "off"}[f.ipv6])
+	}
 	if err := f.pe.check(set); err != nil {
 		return nil, err
 	}

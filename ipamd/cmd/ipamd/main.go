@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	reportEnvironment(log, os.Environ(), os.Getenv)
 	cfg, cleanup, err := f.daemonConfig(log)
 	defer cleanup()
 	var uerr usageError

@@ -159,3 +159,43 @@ func TestMemoryCloudLeavesThisNamespaceAlone(t *testing.T) {
 		t.Fatalf("logs: %s", errb.String())
 	}
 }
+
+// TestEnvironmentReported: at start, a reference setting ipamd does not
+// support and an unknown look-alike are logged once each, with the
+// reference's identity variables; a malformed switch is a usage error
+// naming it, and ENABLE_IPv4 must disagree with ENABLE_IPv6.
+func TestEnvironmentReported(t *testing.T) {
+	t.Setenv("ENABLE_MULTI_NIC", "True")
+	t.Setenv("AWS_VPC_K8S_CNI_BOGUS", "1")
+	t.Setenv("MY_NODE_NAME", "ip-10-0-0-1")
+	var errb bytes.Buffer
+	if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s"), "--log-format", "json"), &bytes.Buffer{}, &errb, stopped()); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	logs := errb.String()
+	for _, want := range []string{`"variable":"ENABLE_MULTI_NIC"`, `"variable":"AWS_VPC_K8S_CNI_BOGUS"`, `"MY_NODE_NAME":"ip-10-0-0-1"`} {
+		if strings.Count(logs, want) != 1 {
+			t.Errorf("%s logged %d times: %s", want, strings.Count(logs, want), logs)
+		}
+	}
+	for _, c := range []struct{ env, value, want string }{
+		{"DISABLE_METRICS", "yes", `DISABLE_METRICS="yes"`},
+		{"ENABLE_IPv4", "false", "exactly one of ENABLE_IPv4 and ENABLE_IPv6"},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			t.Setenv(c.env, c.value)
+			var errb bytes.Buffer
+			if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, stopped()); code != exitUsage || !strings.Contains(errb.String(), c.want) {
+				t.Fatalf("%s=%s: exit %d, %q", c.env, c.value, code, errb.String())
+			}
+		})
+	}
+	// "1" is true, as for the reference: IPv6 with ENABLE_IPv4=0 is fine
+	// as far as the flags go.
+	t.Setenv("ENABLE_IPv6", "1")
+	t.Setenv("ENABLE_IPv4", "0")
+	f, err := parseFlags(nil, os.Getenv)
+	if err != nil || !f.ipv6 {
+		t.Fatalf("ENABLE_IPv6=1 ENABLE_IPv4=0: %+v, %v", f, err)
+	}
+}

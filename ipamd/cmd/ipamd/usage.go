@@ -27,7 +27,14 @@ SIGTERM or SIGINT stops it gracefully: no new calls, calls in flight
 finish, the checkpoint is written, the socket removed, exit 0.
 
 Environment variables of the reference are read as the flags' defaults;
-a flag given on the command line wins.
+a flag given on the command line wins. A switch is read as the
+reference reads it (strconv.ParseBool: 1, t, T, TRUE, true, True and
+their false counterparts); a value that does not read is a usage error
+naming the variable, where the reference would silently take its
+default. At start ipamd logs, once each, the reference's settings it
+does not honour (set but not supported, or not supported yet) and any
+unknown AWS_VPC_*, WARM_* or ENABLE_* variable: docs/settings.md lists
+every one of them and what it does here.
 
 Serving:
   --socket PATH
@@ -122,7 +129,8 @@ Cloud and pool:
   --ipv6   (ENABLE_IPv6=true)
         IPv6 mode: hand pods /128 addresses from the primary ENI's
         delegated IPv6 prefix (the reference's ENABLE_IPv6 with prefix
-        delegation); no further ENI is attached.
+        delegation); no further ENI is attached. ENABLE_IPv4, when set,
+        must be the opposite (the reference refuses both and neither).
 
 Security groups for pods:
   --enable-pod-eni   (ENABLE_POD_ENI=true)

@@ -1,0 +1,139 @@
+package awsenv
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func env(kv ...string) Getenv {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+// TestBoolAsParseBool: every spelling strconv.ParseBool takes, the
+// reference's default when unset or empty, and a value it cannot read is
+// an error naming the variable and the value (the reference silently
+// takes the default).
+func TestBoolAsParseBool(t *testing.T) {
+	for val, want := range map[string]bool{"1": true, "t": true, "T": true, "TRUE": true, "true": true, "True": true,
+		"0": false, "f": false, "F": false, "FALSE": false, "false": false, "False": false} {
+		got, err := Bool(env("ENABLE_IPv6", val), "ENABLE_IPv6")
+		if err != nil || got != want {
+			t.Errorf("ENABLE_IPv6=%q: %v, %v; want %v", val, got, err, want)
+		}
+	}
+	for name, want := range map[string]bool{"ENABLE_IPv6": false, "ENABLE_IPv4": true, "AWS_VPC_CNI_NODE_PORT_SUPPORT": true} {
+		for _, e := range []Getenv{env(), env(name, "")} {
+			if got, err := Bool(e, name); err != nil || got != want {
+				t.Errorf("%s unset or empty: %v, %v; want the default %v", name, got, err, want)
+			}
+		}
+	}
+	for _, bad := range []string{"yes", "on", "tru", " true"} {
+		_, err := Bool(env("DISABLE_METRICS", bad), "DISABLE_METRICS")
+		var e *Error
+		if !errors.As(err, &e) || e.Name != "DISABLE_METRICS" || e.Value != bad || !strings.Contains(err.Error(), "DISABLE_METRICS") {
+			t.Errorf("DISABLE_METRICS=%q: %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+func TestIntAndStr(t *testing.T) {
+	if n, err := Int(env(), "WARM_ENI_TARGET"); err != nil || n != 1 {
+		t.Errorf("WARM_ENI_TARGET unset: %d, %v", n, err)
+	}
+	if n, err := Int(env("WARM_IP_TARGET", "7"), "WARM_IP_TARGET"); err != nil || n != 7 {
+		t.Errorf("WARM_IP_TARGET=7: %d, %v", n, err)
+	}
+	if _, err := Int(env("WARM_IP_TARGET", "seven"), "WARM_IP_TARGET"); err == nil || !strings.Contains(err.Error(), `WARM_IP_TARGET="seven"`) {
+		t.Errorf("WARM_IP_TARGET=seven: %v", err)
+	}
+	if s := Str(env(), "AWS_VPC_K8S_CNI_BACKING_STORE"); s != "/var/run/aws-node/ipam.json" {
+		t.Errorf("default backing store %q", s)
+	}
+}
+
+// TestReadAsWrongKindPanics: a read of an uncatalogued variable, or as
+// another kind than catalogued, is a programming error found by the first
+// test that makes it.
+func TestReadAsWrongKindPanics(t *testing.T) {
+	for _, read := range []func(){
+		func() { _, _ = Bool(env(), "WARM_ENI_TARGET") },
+		func() { _ = Str(env(), "NOT_A_VARIABLE") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			read()
+		}()
+	}
+}
+
+func findings(environ ...string) map[string]string {
+	out := map[string]string{}
+	for _, f := range Audit(environ) {
+		out[f.Name] = f.Problem
+	}
+	return out
+}
+
+// TestAudit: a variable vpccni does not support is reported when set to
+// anything but the reference's default (any spelling of a default switch
+// is the default), a look-alike unknown variable is reported, others are
+// not, and a default vpccni does not honour is reported whatever the value.
+func TestAudit(t *testing.T) {
+	got := findings("ENABLE_MULTI_NIC=true", "ENABLE_SUBNET_DISCOVERY=True", "ENABLE_IMDS_ONLY_MODE=0",
+		"NETWORK_POLICY_ENFORCING_MODE=standard", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=1", "WARM_ENI_TARGETS=2",
+		"AWS_VPC_NEW_THING=x", "ENABLE_IPv6=true", "PATH=/bin", "VPCCNI_FAILPOINTS=", "AWS_VPC_K8S_CNI_EXTERNALSNAT=true")
+	want := map[string]string{
+		"ENABLE_MULTI_NIC":                   "set but not supported: multi-NIC",
+		"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG": "set but not supported: custom networking",
+		"WARM_ENI_TARGETS":                   "unknown",
+		"AWS_VPC_NEW_THING":                  "unknown",
+		"AWS_VPC_K8S_CNI_EXTERNALSNAT":       "set but not supported yet",
+		"AWS_VPC_CNI_NODE_PORT_SUPPORT":      "at the reference's default",
+	}
+	for name, prefix := range want {
+		if !strings.HasPrefix(got[name], prefix) {
+			t.Errorf("%s: %q, want %q...", name, got[name], prefix)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s reported: %s", name, got[name])
+		}
+	}
+	// Unset, the SNAT default the reference applies is reported.
+	if !strings.HasPrefix(findings()["AWS_VPC_K8S_CNI_EXTERNALSNAT"], "at the reference's default") {
+		t.Errorf("unset EXTERNALSNAT not reported: %v", findings())
+	}
+}
+
+// TestCatalogue: every entry is whole, and its default reads as its kind.
+func TestCatalogue(t *testing.T) {
+	for _, v := range All() {
+		if v.Name == "" || v.Note == "" || (v.Container != Node && v.Container != Init) {
+			t.Errorf("incomplete: %+v", v)
+		}
+		if v.Default == "" {
+			continue
+		}
+		var err error
+		switch v.Kind {
+		case KindBool:
+			_, err = Bool(env(), v.Name)
+		case KindInt:
+			_, err = Int(env(), v.Name)
+		}
+		if err != nil {
+			t.Errorf("%s: default %q: %v", v.Name, v.Default, err)
+		}
+	}
+}
