@@ -58,10 +58,10 @@ var catalogue = []Var{
 		Note: "a custom EC2 endpoint (--ec2-endpoint)"},
 
 	// Logs.
-	{Name: "AWS_VPC_K8S_CNI_LOGLEVEL", Container: Node, Default: "Debug", Kind: KindString, Status: Planned,
-		Note: "ipamd's level is --log-level; the variable is not read yet"},
-	{Name: "AWS_VPC_K8S_CNI_LOG_FILE", Container: Node, Default: "/host/var/log/aws-routed-eni/ipamd.log", Kind: KindString, Status: Planned,
-		Note: "ipamd logs to stderr; a rotated file is not built yet"},
+	{Name: "AWS_VPC_K8S_CNI_LOGLEVEL", Container: Node, Default: "Debug", Kind: KindString, Status: Supported,
+		Note: "ipamd's log level, debug, info, warn, error or fatal in any case (--log-level); unset, info; a name the reference would read as debug is refused"},
+	{Name: "AWS_VPC_K8S_CNI_LOG_FILE", Container: Node, Default: "/host/var/log/aws-routed-eni/ipamd.log", Kind: KindString, Status: Supported,
+		Note: "ipamd's log: stderr, stdout (any case) or an absolute path, rotated as the reference rotates it: at 100 MB, 5 kept, 30 days, gzipped (--log-file); unset, stderr"},
 	{Name: "AWS_VPC_K8S_PLUGIN_LOG_FILE", Container: Node, Default: "/var/log/aws-routed-eni/plugin.log", Kind: KindString, Status: Planned,
 		Note: "the conflist's pluginLogFile is honoured; " + initPlanned},
 	{Name: "AWS_VPC_K8S_PLUGIN_LOG_LEVEL", Container: Node, Default: "Debug", Kind: KindString, Status: Planned,

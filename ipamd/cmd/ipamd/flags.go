@@ -42,12 +42,14 @@ const (
 	envIntrospection      = "INTROSPECTION_BIND_ADDRESS"
 	envMetrics            = "METRICS_BIND_ADDRESS"
 	envVethPrefix         = "AWS_VPC_K8S_CNI_VETHPREFIX"
+	envLogLevel           = "AWS_VPC_K8S_CNI_LOGLEVEL"
+	envLogFile            = "AWS_VPC_K8S_CNI_LOG_FILE"
 )
 
 // flags are ipamd's parsed command line over its environment.
 type flags struct {
 	socket, cloudKind, instanceType, memoryStart, region, ec2Endpoint string
-	level, format                                                     string
+	level, format, logFile                                            string
 	strict, ipv6, version                                             bool
 	checkpoint                                                        string
 	recover                                                           bool
@@ -125,7 +127,8 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.memoryStart, "memory-start", "full", "")
 	fs.StringVar(&f.region, "region", getenv("AWS_REGION"), "")
 	fs.StringVar(&f.ec2Endpoint, "ec2-endpoint", getenv("AWS_EC2_ENDPOINT"), "")
-	fs.StringVar(&f.level, "log-level", "info", "")
+	fs.StringVar(&f.level, "log-level", or(envLogLevel, "info"), "")
+	fs.StringVar(&f.logFile, "log-file", or(envLogFile, "stderr"), "")
 	fs.StringVar(&f.format, "log-format", "text", "")
 	fs.BoolVar(&f.strict, "reject-version-mismatch", false, "")
 	fs.BoolVar(&f.ipv6, "ipv6", switches["ENABLE_IPv6"], "")

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -53,11 +52,15 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		fmt.Fprintln(stdout, "ipamd", buildVersion)
 		return exitOK
 	}
-	log, err := logger(stderr, f.level, f.format)
+	sink, closeLog, err := logSink(f.logFile, stdout, stderr)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	reportEnvironment(log, os.Environ(), os.Getenv)
+	defer closeLog()
+	log, err := logger(sink, f.level, f.format)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	cfg, cleanup, err := f.daemonConfig(log)
 	defer cleanup()
 	var uerr usageError
@@ -68,6 +71,7 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		log.Error("ipamd cannot start", "error", err)
 		return exitFailed
 	}
+	reportEnvironment(log, os.Environ(), os.Getenv)
 	d, err := ipamd.New(cfg)
 	if err != nil {
 		log.Error("ipamd cannot start", "error", err)
@@ -94,21 +98,3 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 // usageError marks a configuration mistake (exit 2) as opposed to a
 // failure to start (exit 1).
 type usageError struct{ error }
-
-// logger builds the slog logger the flags ask for. It accepts the four
-// level names only, not slog's "info+2" forms, so a typo is an error.
-func logger(w io.Writer, level, format string) (*slog.Logger, error) {
-	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
-	lvl, ok := levels[level]
-	if !ok {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}

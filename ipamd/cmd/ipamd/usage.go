@@ -168,8 +168,12 @@ Security groups for pods:
         or address that does not parse stop ipamd at startup.
 
 Logs:
-  --log-level LEVEL
-        debug, info, warn or error (default info). Logs go to stderr.
+  --log-level LEVEL   (AWS_VPC_K8S_CNI_LOGLEVEL)
+        debug, info, warn, error or fatal, in any case (default info).
+  --log-file stderr|stdout|PATH   (AWS_VPC_K8S_CNI_LOG_FILE)
+        Where the logs go (default stderr). A file (an absolute path; its
+        directory is created) rotates as the reference's ipamd.log does:
+        at 100 MB, the last 5 kept for 30 days, gzipped. Mode 0600.
   --log-format FORMAT
         text or json (default text).
 
