@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,10 +48,7 @@ func (p *provider) AllocENI(ctx context.Context) (ENI, error) {
 		Description: aws.String("vpccni ENI of " + id.instanceID),
 		TagSpecifications: []types.TagSpecification{{
 			ResourceType: types.ResourceTypeNetworkInterface,
-			Tags: []types.Tag{
-				{Key: aws.String(TagInstanceID), Value: aws.String(id.instanceID)},
-				{Key: aws.String(TagManaged), Value: aws.String(TagManagedValue)},
-			},
+			Tags:         p.eniTags(id.instanceID),
 		}},
 	})
 	if err != nil {
@@ -192,4 +191,20 @@ func (p *provider) detachAndDelete(ctx context.Context, eniID, attachmentID stri
 		}
 		delay *= 2
 	}
+}
+
+// eniTags are the tags of a new ENI: the instance's and vpccni's, then
+// the configured ones in key order.
+func (p *provider) eniTags(instanceID string) []types.Tag {
+	tags := []types.Tag{
+		{Key: aws.String(TagInstanceID), Value: aws.String(instanceID)},
+		{Key: aws.String(TagManaged), Value: aws.String(TagManagedValue)},
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.opt.ENITags)) {
+		if k == TagInstanceID || k == TagManaged {
+			continue
+		}
+		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(p.opt.ENITags[k])})
+	}
+	return tags
 }

@@ -20,8 +20,16 @@ const (
 	TagManagedValue = "true"
 )
 
+// TagClusterName carries CLUSTER_NAME on the ENIs AllocENI creates, as in
+// the reference.
+const TagClusterName = "cluster.k8s.amazonaws.com/name"
+
 // ProviderOptions tune NewProvider. The zero value is what a node uses.
 type ProviderOptions struct {
+	// ENITags are put on every ENI AllocENI creates besides its own
+	// (ADDITIONAL_ENI_TAGS, and CLUSTER_NAME as TagClusterName). A key of
+	// AllocENI's own is refused by NewProvider's caller, not overridden.
+	ENITags map[string]string
 	// Sleep waits between DeleteNetworkInterface attempts. Nil is a real
 	// timer that returns ctx's error if ctx ends first; tests pass one that
 	// returns at once.

@@ -91,6 +91,32 @@ func TestProviderLifecycleOnMemory(t *testing.T) {
 
 // TestProviderFillsEveryDevice: AllocENI takes devices 1, 2, … until the
 // type's limit, then says so.
+// TestENITags: the configured tags go on every ENI AllocENI creates,
+// beside its own, which they cannot replace.
+func TestENITags(t *testing.T) {
+	ctx := context.Background()
+	extra := map[string]string{"team": "net", cloud.TagClusterName: "prod", cloud.TagManaged: "no"}
+	c, err := memory.NewWithOptions("m5.large", memory.Options{Bare: true, Provider: cloud.ProviderOptions{ENITags: extra}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eni, err := c.Provider().AllocENI(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{NetworkInterfaceIds: []string{eni.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{}
+	for _, tg := range d.NetworkInterfaces[0].TagSet {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	if tags["team"] != "net" || tags[cloud.TagClusterName] != "prod" || tags[cloud.TagManaged] != "true" || tags[cloud.TagInstanceID] == "" || len(tags) != 4 {
+		t.Fatalf("tags %v", tags)
+	}
+}
+
 func TestProviderFillsEveryDevice(t *testing.T) {
 	c, err := memory.NewWithOptions("m5.4xlarge", memory.Options{Bare: true})
 	if err != nil {

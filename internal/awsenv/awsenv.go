@@ -16,6 +16,7 @@
 package awsenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -234,4 +235,31 @@ func sameValue(v Var, val string) bool {
 		return err1 == nil && err2 == nil && a == b
 	}
 	return strings.TrimSpace(val) == v.Default
+}
+
+// reservedTagDomain is in the keys of the tags the reference's own
+// tooling uses on ENIs; like the reference, no additional tag may carry
+// it (the reference drops such a tag with a warning; vpccni refuses it).
+const reservedTagDomain = "k8s.amazonaws.com"
+
+// Tags reads a JSON object of tag keys to values (ADDITIONAL_ENI_TAGS).
+func Tags(getenv Getenv, name string) (map[string]string, error) {
+	v := mustVar(name, KindJSON)
+	s := strings.TrimSpace(value(getenv, v))
+	if s == "" {
+		return nil, nil
+	}
+	var tags map[string]string
+	if err := json.Unmarshal([]byte(s), &tags); err != nil {
+		return nil, &Error{name, s, "want a JSON object of tag keys to string values: " + err.Error()}
+	}
+	for k, val := range tags {
+		switch {
+		case k == "" || len(k) > 128 || len(val) > 256:
+			return nil, &Error{name, s, fmt.Sprintf("tag %q: EC2 takes keys of 1 to 128 characters and values of up to 256", k)}
+		case strings.Contains(k, reservedTagDomain) || strings.HasPrefix(strings.ToLower(k), "aws:"):
+			return nil, &Error{name, s, fmt.Sprintf("tag %q: keys with %q or the aws: prefix are reserved", k, reservedTagDomain)}
+		}
+	}
+	return tags, nil
 }

@@ -137,3 +137,17 @@ func TestCatalogue(t *testing.T) {
 		}
 	}
 }
+
+func TestTags(t *testing.T) {
+	for val, want := range map[string]int{"": 0, "{}": 0, `{"team":"net","cost-center":"42"}`: 2} {
+		tags, err := Tags(env("ADDITIONAL_ENI_TAGS", val), "ADDITIONAL_ENI_TAGS")
+		if err != nil || len(tags) != want {
+			t.Errorf("%q: %v, %v", val, tags, err)
+		}
+	}
+	for _, bad := range []string{`{"team":1}`, `["team"]`, `{"node.k8s.amazonaws.com/instance_id":"i-1"}`, `{"aws:x":"y"}`, `{"":"y"}`, "team=net"} {
+		if _, err := Tags(env("ADDITIONAL_ENI_TAGS", bad), "ADDITIONAL_ENI_TAGS"); err == nil || !strings.Contains(err.Error(), "ADDITIONAL_ENI_TAGS=") {
+			t.Errorf("%q: %v, want an error naming the variable", bad, err)
+		}
+	}
+}

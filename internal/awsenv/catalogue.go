@@ -95,12 +95,12 @@ var catalogue = []Var{
 		Note: "the `to CIDR lookup main` rules at priority 1535 are not built yet"},
 
 	// EC2 and the API server.
-	{Name: "DISABLE_NETWORK_RESOURCE_PROVISIONING", Container: Node, Default: "false", Kind: KindBool, Status: Planned,
-		Note: "ipamd always provisions ENIs and addresses to its targets; using only what is attached is not built yet"},
-	{Name: "ADDITIONAL_ENI_TAGS", Container: Node, Default: "{}", Kind: KindJSON, Status: Planned,
-		Note: "tags on the ENIs ipamd creates are not built yet"},
-	{Name: "CLUSTER_NAME", Container: Node, Default: "", Kind: KindString, Status: Planned,
-		Note: "the cluster tag on created ENIs is not built yet"},
+	{Name: "DISABLE_NETWORK_RESOURCE_PROVISIONING", Container: Node, Default: "false", Kind: KindBool, Status: Supported,
+		Note: "no warm pool: the ENIs and addresses attached at start are the pool (--disable-provisioning); unlike the reference, ipamd does not pick up ENIs attached later until it restarts"},
+	{Name: "ADDITIONAL_ENI_TAGS", Container: Node, Default: "{}", Kind: KindJSON, Status: Supported,
+		Note: "a JSON object of tags put on every ENI ipamd creates; a key with k8s.amazonaws.com or aws: is refused (the reference drops it with a warning)"},
+	{Name: "CLUSTER_NAME", Container: Node, Default: "", Kind: KindString, Status: Supported,
+		Note: "tags every ENI ipamd creates with cluster.k8s.amazonaws.com/name"},
 	{Name: "MANAGE_UNTAGGED_ENI", Container: Node, Default: "true", Kind: KindBool, Status: Planned,
 		Note: "ipamd manages every ENI it finds; leaving untagged ones alone is not built yet"},
 	{Name: "AWS_MANAGE_ENIS_NON_SCHEDULABLE", Container: Node, Default: "false", Kind: KindBool, Status: Planned,

@@ -157,7 +157,7 @@ func (m *Manager) grow(ctx context.Context, short int) (string, error) {
 		}
 		room := m.slotsPerENI() - len(e.IPv4) - len(e.IPv4Prefixes)
 		if room > 0 {
-			return m.fill(ctx, e.ID, min(room, slots))
+			return m.fill(ctx, e.ID, m.slotsToFill(slots, room))
 		}
 	}
 	if len(m.attached) >= m.MaxENIs() {
@@ -182,8 +182,22 @@ func (m *Manager) grow(ctx context.Context, short int) (string, error) {
 	}
 	m.attached[eni.ID] = eni
 	m.cfg.Log.Info("ENI attached", "eni", eni.ID, "device", eni.DeviceNumber, "mac", eni.MAC, "short", short)
-	_, err = m.fill(ctx, eni.ID, min(m.slotsPerENI(), slots))
+	_, err = m.fill(ctx, eni.ID, m.slotsToFill(slots, m.slotsPerENI()))
 	return ActionAllocENI, err
+}
+
+// slotsToFill is how many addresses or /28s to ask for on an ENI with
+// room for room more, slots being what the pool is short of. As in the
+// reference: with WARM_IP_TARGET or MINIMUM_IP_TARGET, just what is
+// short; with prefix delegation, what WARM_PREFIX_TARGET is short of (at
+// least one /28); in whole-ENI granularity (WARM_ENI_TARGET), the ENI's
+// whole room, so a new ENI comes with all its addresses.
+func (m *Manager) slotsToFill(slots, room int) int {
+	t := m.cfg.Targets
+	if t.ipGranular() || t.PrefixDelegation {
+		return min(max(slots, 1), room)
+	}
+	return room
 }
 
 func (m *Manager) fill(ctx context.Context, eniID string, n int) (string, error) {

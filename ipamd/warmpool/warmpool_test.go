@@ -153,6 +153,35 @@ func TestENIGranularity(t *testing.T) {
 	}
 }
 
+// TestFillAsReference: how much one step asks EC2 for, in the
+// reference's numbers. With WARM_ENI_TARGET (the default) a new ENI comes
+// with every secondary address it can hold, however few the pool is short
+// of: an m5.large's ENI 9; with WARM_IP_TARGET, only what is short; with
+// prefix delegation and WARM_PREFIX_TARGET=1, one /28.
+func TestFillAsReference(t *testing.T) {
+	f := fresh(t, "m5.large", DefaultTargets())
+	f.step(t)
+	if st := f.store.Stats(); st.Total != 9 {
+		t.Fatalf("primary ENI: %+v, want its 9 secondary addresses", st)
+	}
+	f.assign(t, 2) // 7 free: 2 short of an ENI's worth
+	if a := f.step(t); a != ActionAllocENI || f.store.Stats().Total != 18 {
+		t.Fatalf("step %q, %+v: want a second ENI with all 9 addresses", a, f.store.Stats())
+	}
+
+	f = fresh(t, "m5.large", Targets{WarmIP: 2})
+	f.step(t)
+	if st := f.store.Stats(); st.Total != 2 {
+		t.Fatalf("WARM_IP_TARGET=2: %+v", st)
+	}
+
+	f = fresh(t, "m5.large", Targets{WarmENI: 1, WarmPrefix: 1, PrefixDelegation: true})
+	f.step(t)
+	if st := f.store.Stats(); st.Prefixes != 1 || st.Total != 16 {
+		t.Fatalf("WARM_PREFIX_TARGET=1: %+v, want one /28", st)
+	}
+}
+
 // TestPrefixDelegation: /28s instead of addresses.
 func TestPrefixDelegation(t *testing.T) {
 	f := fresh(t, "m5.large", Targets{WarmIP: 20, PrefixDelegation: true})

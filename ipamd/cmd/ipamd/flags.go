@@ -44,6 +44,7 @@ const (
 	envVethPrefix         = "AWS_VPC_K8S_CNI_VETHPREFIX"
 	envLogLevel           = "AWS_VPC_K8S_CNI_LOGLEVEL"
 	envLogFile            = "AWS_VPC_K8S_CNI_LOG_FILE"
+	envNoProvisioning     = "DISABLE_NETWORK_RESOURCE_PROVISIONING"
 )
 
 // flags are ipamd's parsed command line over its environment.
@@ -59,6 +60,8 @@ type flags struct {
 	vethPrefix                                                        string
 	introspection, metricsAddr                                        string
 	allowNonLoopback, noIntrospection, noMetrics                      bool
+	noProvisioning                                                    bool
+	eniTags                                                           map[string]string
 	targets                                                           warmpool.Targets
 	pe                                                                podENIFlags
 
@@ -101,7 +104,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	// The reference's switches, read with strconv.ParseBool as it reads
 	// them; a value it cannot read is refused (it would take the default).
 	switches := map[string]bool{}
-	for _, name := range []string{"ENABLE_IPv6", "ENABLE_IPv4", "DISABLE_INTROSPECTION", "DISABLE_METRICS", "ENABLE_POD_ENI"} {
+	for _, name := range []string{"ENABLE_IPv6", "ENABLE_IPv4", "DISABLE_INTROSPECTION", "DISABLE_METRICS", "ENABLE_POD_ENI", envNoProvisioning} {
 		b, err := awsenv.Bool(getenv, name)
 		if err != nil {
 			return nil, err
@@ -112,13 +115,23 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	if err != nil {
 		return nil, err
 	}
+	eniTags, err := awsenv.Tags(getenv, "ADDITIONAL_ENI_TAGS")
+	if err != nil {
+		return nil, err
+	}
+	if name := awsenv.Str(getenv, "CLUSTER_NAME"); name != "" {
+		if eniTags == nil {
+			eniTags = map[string]string{}
+		}
+		eniTags[cloud.TagClusterName] = name
+	}
 	or := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
-	f := &flags{targets: targets}
+	f := &flags{targets: targets, eniTags: eniTags}
 	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by the caller, help by usage
 	fs.StringVar(&f.socket, "socket", ipamd.DefaultSocket, "")
@@ -145,6 +158,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.BoolVar(&f.noIntrospection, "disable-introspection", switches["DISABLE_INTROSPECTION"], "")
 	fs.StringVar(&f.metricsAddr, "metrics-address", or(envMetrics, defaultMetricsAddress), "")
 	fs.BoolVar(&f.noMetrics, "disable-metrics", switches["DISABLE_METRICS"], "")
+	fs.BoolVar(&f.noProvisioning, "disable-provisioning", switches[envNoProvisioning], "")
 	fs.IntVar(&f.targets.WarmENI, "warm-eni-target", targets.WarmENI, "")
 	fs.IntVar(&f.targets.WarmIP, "warm-ip-target", targets.WarmIP, "")
 	fs.IntVar(&f.targets.MinimumIP, "minimum-ip-target", targets.MinimumIP, "")
@@ -274,6 +288,12 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 	if err != nil {
 		return cfg, cleanup, err
 	}
+	if f.noProvisioning {
+		// The ENIs and addresses attached now are the pool: no warm pool
+		// to attach, assign or give back (the reference's
+		// DISABLE_NETWORK_RESOURCE_PROVISIONING).
+		cfg.Inventory, cfg.Cloud = cfg.Cloud, nil
+	}
 	useKernel, why := f.kernelAllowed()
 	if useKernel {
 		h, err := linux.Opener{}.Open("")
@@ -304,17 +324,18 @@ func (f *flags) cloud(cfg *ipamd.Config) (cloud.Instance, error) {
 		if err != nil {
 			return cloud.Instance{}, err
 		}
-		cfg.Cloud = cloud.NewProvider(cloud.Instrument(ec2, f.observeEC2(cfg)), md, cloud.ProviderOptions{})
+		cfg.Cloud = cloud.NewProvider(cloud.Instrument(ec2, f.observeEC2(cfg)), md, cloud.ProviderOptions{ENITags: f.eniTags})
 	default:
 		// The trunk ENI is what the VPC resource controller attaches to a
 		// node with security groups for pods; the memory cloud does the same.
-		c, err := memory.NewWithOptions(f.instanceType, memory.Options{Trunk: f.pe.enabled, Bare: f.memoryStart == "fresh"})
+		c, err := memory.NewWithOptions(f.instanceType, memory.Options{Trunk: f.pe.enabled, Bare: f.memoryStart == "fresh",
+			Provider: cloud.ProviderOptions{ENITags: f.eniTags}})
 		if err != nil {
 			return cloud.Instance{}, usageError{fmt.Errorf("--instance-type: %w", err)}
 		}
 		// The same request building and parsing as on AWS, and the same
 		// EC2 call metrics.
-		cfg.Cloud = cloud.NewProvider(cloud.Instrument(c, f.observeEC2(cfg)), c, cloud.ProviderOptions{})
+		cfg.Cloud = cloud.NewProvider(cloud.Instrument(c, f.observeEC2(cfg)), c, cloud.ProviderOptions{ENITags: f.eniTags})
 	}
 	return cfg.Cloud.Instance(ctx)
 }

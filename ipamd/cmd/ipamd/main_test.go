@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,5 +198,39 @@ func TestEnvironmentReported(t *testing.T) {
 	f, err := parseFlags(nil, os.Getenv)
 	if err != nil || !f.ipv6 {
 		t.Fatalf("ENABLE_IPv6=1 ENABLE_IPv4=0: %+v, %v", f, err)
+	}
+}
+
+// TestDisableProvisioning: DISABLE_NETWORK_RESOURCE_PROVISIONING (any
+// ParseBool spelling) leaves the pool as attached: no warm pool.
+func TestDisableProvisioning(t *testing.T) {
+	for value, warm := range map[string]bool{"1": false, "false": true} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("DISABLE_NETWORK_RESOURCE_PROVISIONING", value)
+			var errb bytes.Buffer
+			if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, stopped()); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if want := fmt.Sprintf("warmPool=%v", warm); !strings.Contains(errb.String(), want) {
+				t.Fatalf("want %s: %s", want, errb.String())
+			}
+		})
+	}
+}
+
+// TestENITagsFromEnvironment: ADDITIONAL_ENI_TAGS and CLUSTER_NAME become
+// the tags of the ENIs ipamd creates; a malformed document is a usage
+// error naming the variable.
+func TestENITagsFromEnvironment(t *testing.T) {
+	t.Setenv("ADDITIONAL_ENI_TAGS", `{"team":"net"}`)
+	t.Setenv("CLUSTER_NAME", "prod")
+	f, err := parseFlags(nil, os.Getenv)
+	if err != nil || f.eniTags["team"] != "net" || f.eniTags["cluster.k8s.amazonaws.com/name"] != "prod" || len(f.eniTags) != 2 {
+		t.Fatalf("%v, %v", f.eniTags, err)
+	}
+	t.Setenv("ADDITIONAL_ENI_TAGS", `{"team":`)
+	var errb bytes.Buffer
+	if code := run(isolated(t, "--socket", filepath.Join(t.TempDir(), "s")), &bytes.Buffer{}, &errb, stopped()); code != exitUsage || !strings.Contains(errb.String(), "ADDITIONAL_ENI_TAGS") {
+		t.Fatalf("exit %d, %q", code, errb.String())
 	}
 }

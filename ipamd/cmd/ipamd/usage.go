@@ -109,6 +109,9 @@ Cloud and pool:
   --region REGION   (AWS_REGION)
   --ec2-endpoint URL   (AWS_EC2_ENDPOINT)
         EC2 endpoint override, for testing against a stand-in.
+  ADDITIONAL_ENI_TAGS (a JSON object) and CLUSTER_NAME (as the tag
+        cluster.k8s.amazonaws.com/name) tag every ENI ipamd creates, beside
+        its own node.k8s.amazonaws.com/instance_id and vpccni/managed.
   --warm-eni-target N   (WARM_ENI_TARGET, default 1)
   --warm-ip-target N   (WARM_IP_TARGET)
   --minimum-ip-target N   (MINIMUM_IP_TARGET)
@@ -125,7 +128,14 @@ Cloud and pool:
         MINIMUM_IP_TARGET in all. Addresses over target go back to EC2 at
         most every 30s; after InsufficientFreeAddressesInSubnet the pool
         does not grow for 2 minutes. Prefix delegation gets /28s (16
-        addresses) instead of single addresses.
+        addresses) instead of single addresses. With WARM_ENI_TARGET alone
+        an ENI is filled whole (a new ENI comes with all its addresses);
+        otherwise a step asks for what is short.
+  --disable-provisioning   (DISABLE_NETWORK_RESOURCE_PROVISIONING=true)
+        No warm pool: the ENIs and addresses attached at start are the
+        pool, and ipamd attaches, assigns and gives back nothing (the
+        targets above are then unused). ENIs or addresses attached later
+        by something else are seen at the next start.
   --ipv6   (ENABLE_IPv6=true)
         IPv6 mode: hand pods /128 addresses from the primary ENI's
         delegated IPv6 prefix (the reference's ENABLE_IPv6 with prefix
