@@ -102,8 +102,9 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		Expect(f.Allocations[0].IPv4).To(Equal(ip.String()))
 		Expect(n.allocations()).To(ConsistOf(allocation{ContainerID: p.containerID, Pod: "default/web-0", IP: ip.String()}))
 		m := n.metrics()
-		Expect(m).To(ContainSubstring(`awscni_add_ip_req_count{result="assigned"} 1`))
-		Expect(m).To(ContainSubstring(`awscni_aws_api_latency_ms_count{api="DescribeNetworkInterfaces",error="false"}`), "EC2 calls are measured")
+		Expect(m).To(ContainSubstring(`vpccni_add_ip_requests_total{result="assigned"} 1`))
+		Expect(m).To(ContainSubstring(`awscni_add_ip_req_count 1`))
+		Expect(m).To(ContainSubstring(`awscni_aws_api_latency_ms_count{api="DescribeNetworkInterfaces",error="false",status="200"}`), "EC2 calls are measured")
 		Expect(m).To(ContainSubstring(`awscni_total_ip_addresses 27`))
 
 		By("the gRPC health service answers SERVING for \"\" and the reference's name")

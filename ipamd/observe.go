@@ -19,11 +19,17 @@ func (d *Daemon) PoolStats() metrics.PoolStats {
 	if d.cfg.IPv6 {
 		ps.Total = st.TotalIPv6
 	}
+	ps.Prefixes = st.Prefixes
+	perENI := max(d.inst.Limits.IPv4PerENI-1, 0) // the primary address is the ENI's own
 	if d.pool != nil {
 		t := d.pool.Targets()
 		ps.MaxENIs, ps.WarmENITarget, ps.WarmIPTarget, ps.MinimumIPTarget, ps.WarmPrefixTarget =
 			d.pool.MaxENIs(), t.WarmENI, t.WarmIP, t.MinimumIP, t.WarmPrefix
+		if t.PrefixDelegation {
+			perENI *= 16
+		}
 	}
+	ps.MaxIPs = ps.MaxENIs * perENI
 	return ps
 }
 

@@ -356,8 +356,9 @@ func TestMetricsCountRequests(t *testing.T) {
 	c.DelNetwork(ctx(t), delReq("c1"))
 	c.DelNetwork(ctx(t), delReq("c1"))
 	text := gather(t, reg)
-	for _, want := range []string{`awscni_add_ip_req_count{result="assigned"} 1`, `awscni_add_ip_req_count{result="invalid-request"} 1`,
-		`awscni_del_ip_req_count{reason="PodDeleted",result="released"} 1`, `awscni_del_ip_req_count{reason="PodDeleted",result="unknown-pod"} 1`} {
+	for _, want := range []string{`vpccni_add_ip_requests_total{result="assigned"} 1`, `vpccni_add_ip_requests_total{result="invalid-request"} 1`,
+		`vpccni_del_ip_requests_total{reason="PodDeleted",result="released"} 1`, `vpccni_del_ip_requests_total{reason="PodDeleted",result="unknown-pod"} 1`,
+		`awscni_add_ip_req_count 2`, `awscni_del_ip_req_count{reason="PodDeleted"} 2`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s:\n%s", want, text)
 		}

@@ -1,27 +1,34 @@
 // Package metrics holds ipamd's Prometheus metrics.
 //
-// Names follow the reference (awscni_…) where it has the metric, so
-// dashboards and alerts written for it keep working; what it lacks is
-// vpccni_….
+// A metric the reference has keeps its name, type and label names
+// (awscni_…, reference.go), so its dashboards, alerts and
+// cni-metrics-helper keep working; what it lacks, or a finer breakdown of
+// what it has, is vpccni_…. Reference lists each of the reference's
+// metrics and what vpccni does with it.
 //
 // Pool gauges, computed from one snapshot per scrape:
 //
 //	awscni_total_ip_addresses, awscni_assigned_ip_addresses,
-//	vpccni_cooling_ip_addresses, awscni_eni_allocated, awscni_eni_max,
+//	awscni_total_ipv4_prefixes, awscni_ip_max, awscni_eni_allocated,
+//	awscni_eni_max, vpccni_cooling_ip_addresses,
 //	vpccni_warm_ip_target, vpccni_minimum_ip_target,
 //	vpccni_warm_eni_target, vpccni_warm_prefix_target
 //
-// Counters and histograms:
+// Counters, summaries and histograms:
 //
-//	awscni_add_ip_req_count{result}
-//	awscni_del_ip_req_count{result,reason}
+//	awscni_add_ip_req_count, vpccni_add_ip_requests_total{result}
+//	awscni_del_ip_req_count{reason}, vpccni_del_ip_requests_total{result,reason}
+//	awscni_no_available_ip_addresses
 //	vpccni_reconciler_removed_total{kind}
 //	vpccni_reconciler_runs_total{result}
-//	awscni_aws_api_latency_ms{api,error}      histogram, error "true"/"false"
-//	awscni_aws_api_error_count{api,error}     error: the AWS error code
+//	awscni_aws_api_latency_ms{api,error,status}   summary; status "200" or the AWS error code
+//	vpccni_ec2_api_latency_ms{api,error}          histogram, error "true"/"false"
+//	awscni_aws_api_error_count{api,error}         error: the AWS error code
+//	awscni_ec2api_req_count{fn}, awscni_ec2api_error_count{fn}
 //	vpccni_checkpoint_writes_total{result}
-//	vpccni_checkpoint_write_seconds           histogram
+//	vpccni_checkpoint_write_seconds               histogram
 //	vpccni_pool_actions_total{action,result}
+//	awscni_build_info{version,goversion}          BuildInfo
 //
 // Label values are restricted to the sets in labels.go; anything else is
 // recorded as "other" (LabelOther), so a caller's typo or a free-form
@@ -60,6 +67,7 @@ type Metrics struct {
 	checkpointWrites  *prometheus.CounterVec
 	checkpointSeconds prometheus.Histogram
 	poolActions       *prometheus.CounterVec
+	ref               referenceSeries
 
 	errorCodes errorCodes
 }
@@ -76,11 +84,11 @@ func New(reg prometheus.Registerer, pool func() PoolStats) (*Metrics, error) {
 	}
 	m := &Metrics{
 		addRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "awscni_add_ip_req_count",
+			Name: "vpccni_add_ip_requests_total",
 			Help: "AddNetwork requests from the CNI plugin, by outcome.",
 		}, []string{"result"}),
 		delRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "awscni_del_ip_req_count",
+			Name: "vpccni_del_ip_requests_total",
 			Help: "DelNetwork requests from the CNI plugin, by outcome and the plugin's reason.",
 		}, []string{"result", "reason"}),
 		reconcilerRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,7 +100,7 @@ func New(reg prometheus.Registerer, pool func() PoolStats) (*Metrics, error) {
 			Help: "Reconciler passes, by result.",
 		}, []string{"result"}),
 		apiLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "awscni_aws_api_latency_ms",
+			Name:    "vpccni_ec2_api_latency_ms",
 			Help:    "EC2 API call latency in milliseconds, retries included.",
 			Buckets: apiLatencyBucketsMs,
 		}, []string{"api", "error"}),
@@ -113,15 +121,16 @@ func New(reg prometheus.Registerer, pool func() PoolStats) (*Metrics, error) {
 			Name: "vpccni_pool_actions_total",
 			Help: "Warm-pool EC2 actions, by action and result.",
 		}, []string{"action", "result"}),
+		ref: newReferenceSeries(),
 	}
-	collectors := []prometheus.Collector{
+	collectors := append(m.ref.collectors(), []prometheus.Collector{
 		newPoolCollector(pool),
 		m.addRequests, m.delRequests,
 		m.reconcilerRemoved, m.reconcilerRuns,
 		m.apiLatency, m.apiErrors,
 		m.checkpointWrites, m.checkpointSeconds,
 		m.poolActions,
-	}
+	}...)
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range collectors[:i] {
@@ -160,6 +169,10 @@ func (m *Metrics) AddRequest(result string) {
 		return
 	}
 	m.addRequests.WithLabelValues(oneOf(requestResults, result)).Inc()
+	m.ref.addRequests.Inc()
+	if result == OutcomeNoAvailableIP {
+		m.ref.noAvailable.Inc()
+	}
 }
 
 // DelRequest counts a DelNetwork request by its outcome word and the
@@ -174,6 +187,7 @@ func (m *Metrics) DelRequest(result, reason string) {
 		reasonLabel = ReasonUnspecified
 	}
 	m.delRequests.WithLabelValues(oneOf(requestResults, result), reasonLabel).Inc()
+	m.ref.delRequests.WithLabelValues(reasonLabel).Inc()
 }
 
 // ReconcilerRemoved counts n objects of kind ("released", "rule-to-pod",
@@ -207,10 +221,17 @@ func (m *Metrics) EC2Call(api string, err error, d time.Duration) {
 	if err != nil {
 		failed = "true"
 	}
-	m.apiLatency.WithLabelValues(apiLabel, failed).Observe(float64(d) / float64(time.Millisecond))
+	ms := float64(d) / float64(time.Millisecond)
+	m.apiLatency.WithLabelValues(apiLabel, failed).Observe(ms)
+	m.ref.ec2Requests.WithLabelValues(apiLabel).Inc()
+	status := "200"
 	if err != nil {
-		m.apiErrors.WithLabelValues(apiLabel, m.errorCodes.label(err)).Inc()
+		code := m.errorCodes.label(err)
+		m.apiErrors.WithLabelValues(apiLabel, code).Inc()
+		m.ref.ec2Errors.WithLabelValues(apiLabel).Inc()
+		status = code
 	}
+	m.ref.apiLatency.WithLabelValues(apiLabel, failed, status).Observe(ms)
 }
 
 // CheckpointWrite records a datastore checkpoint write that took d and

@@ -194,19 +194,29 @@ func TestRequestCountersByResultAndReason(t *testing.T) {
 	m.DelRequest("made-up", "pod default/web-1 deleted")
 
 	want := `
+# TYPE vpccni_add_ip_requests_total counter
+vpccni_add_ip_requests_total{result="assigned"} 2
+vpccni_add_ip_requests_total{result="branch-eni-assigned"} 1
+vpccni_add_ip_requests_total{result="no-available-ip"} 1
+vpccni_add_ip_requests_total{result="other"} 1
+# TYPE vpccni_del_ip_requests_total counter
+vpccni_del_ip_requests_total{reason="PodDeleted",result="released"} 1
+vpccni_del_ip_requests_total{reason="PodDeleted",result="unknown-pod"} 1
+vpccni_del_ip_requests_total{reason="SetupNSFailed",result="released"} 1
+vpccni_del_ip_requests_total{reason="unspecified",result="released"} 1
+vpccni_del_ip_requests_total{reason="other",result="other"} 1
 # TYPE awscni_add_ip_req_count counter
-awscni_add_ip_req_count{result="assigned"} 2
-awscni_add_ip_req_count{result="branch-eni-assigned"} 1
-awscni_add_ip_req_count{result="no-available-ip"} 1
-awscni_add_ip_req_count{result="other"} 1
+awscni_add_ip_req_count 5
+# TYPE awscni_no_available_ip_addresses counter
+awscni_no_available_ip_addresses 1
 # TYPE awscni_del_ip_req_count counter
-awscni_del_ip_req_count{reason="PodDeleted",result="released"} 1
-awscni_del_ip_req_count{reason="PodDeleted",result="unknown-pod"} 1
-awscni_del_ip_req_count{reason="SetupNSFailed",result="released"} 1
-awscni_del_ip_req_count{reason="unspecified",result="released"} 1
-awscni_del_ip_req_count{reason="other",result="other"} 1
+awscni_del_ip_req_count{reason="PodDeleted"} 2
+awscni_del_ip_req_count{reason="SetupNSFailed"} 1
+awscni_del_ip_req_count{reason="unspecified"} 1
+awscni_del_ip_req_count{reason="other"} 1
 `
-	if err := gatherAndCompareIgnoringHelp(reg, want, "awscni_add_ip_req_count", "awscni_del_ip_req_count"); err != nil {
+	if err := gatherAndCompareIgnoringHelp(reg, want, "vpccni_add_ip_requests_total", "vpccni_del_ip_requests_total",
+		"awscni_add_ip_req_count", "awscni_no_available_ip_addresses", "awscni_del_ip_req_count"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -258,11 +268,11 @@ func TestEC2CallLatencyAndErrorCodes(t *testing.T) {
 	m.EC2Call("CreateTags", &smithy.GenericAPIError{Code: "<html><body>502"}, time.Millisecond)
 	m.EC2Call("RebootInstances", nil, 40*time.Millisecond)
 
-	ok := series(t, reg, "awscni_aws_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "false"})
+	ok := series(t, reg, "vpccni_ec2_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "false"})
 	if h := ok.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 120 {
 		t.Errorf("successful call: count %d sum %v, want 1 and 120 ms", h.GetSampleCount(), h.GetSampleSum())
 	}
-	failed := series(t, reg, "awscni_aws_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "true"})
+	failed := series(t, reg, "vpccni_ec2_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "true"})
 	if h := failed.GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != 2030 {
 		t.Errorf("failed calls: count %d sum %v, want 2 and 2030 ms", h.GetSampleCount(), h.GetSampleSum())
 	}
@@ -272,9 +282,21 @@ func TestEC2CallLatencyAndErrorCodes(t *testing.T) {
 			t.Errorf("le=50 bucket = %d, want 1", b.GetCumulativeCount())
 		}
 	}
-	other := series(t, reg, "awscni_aws_api_latency_ms", map[string]string{"api": "other", "error": "false"})
+	other := series(t, reg, "vpccni_ec2_api_latency_ms", map[string]string{"api": "other", "error": "false"})
 	if other.GetHistogram().GetSampleCount() != 1 {
 		t.Errorf("unknown API not recorded as other")
+	}
+	// The reference's summary: status "200", or the error's code.
+	refOK := series(t, reg, "awscni_aws_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "false", "status": "200"})
+	refFailed := series(t, reg, "awscni_aws_api_latency_ms", map[string]string{"api": "AssignPrivateIpAddresses", "error": "true", "status": "RequestLimitExceeded"})
+	if refOK.GetSummary().GetSampleSum() != 120 || refFailed.GetSummary().GetSampleCount() != 2 {
+		t.Errorf("reference latency summary: %v, %v", refOK, refFailed)
+	}
+	if c := series(t, reg, "awscni_ec2api_error_count", map[string]string{"fn": "AssignPrivateIpAddresses"}); c.GetCounter().GetValue() != 2 {
+		t.Errorf("awscni_ec2api_error_count: %v", c)
+	}
+	if c := series(t, reg, "awscni_ec2api_req_count", map[string]string{"fn": "AssignPrivateIpAddresses"}); c.GetCounter().GetValue() != 3 {
+		t.Errorf("awscni_ec2api_req_count: %v", c)
 	}
 
 	want := `
@@ -395,7 +417,8 @@ func TestHandlerServesExpositionFormat(t *testing.T) {
 	for _, line := range []string{
 		"awscni_total_ip_addresses 14",
 		"awscni_assigned_ip_addresses 9",
-		`awscni_add_ip_req_count{result="assigned"} 1`,
+		`vpccni_add_ip_requests_total{result="assigned"} 1`,
+		`awscni_add_ip_req_count 1`,
 	} {
 		if !strings.Contains(string(body), line+"\n") {
 			t.Errorf("scrape lacks %q:\n%s", line, body)

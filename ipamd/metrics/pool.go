@@ -10,6 +10,8 @@ type PoolStats struct {
 	Cooling  int // released addresses not yet reusable
 	ENIs     int // ENIs attached and managed
 	MaxENIs  int // ENIs the instance may attach (MAX_ENI applied)
+	MaxIPs   int // pod addresses the instance may hold on MaxENIs ENIs
+	Prefixes int // IPv4 /28 prefixes the node holds (prefix delegation)
 
 	WarmIPTarget     int // WARM_IP_TARGET, 0 when unset
 	MinimumIPTarget  int // MINIMUM_IP_TARGET, 0 when unset
@@ -51,6 +53,10 @@ func newPoolCollector(pool func() PoolStats) *poolCollector {
 				func(s PoolStats) int { return s.ENIs }),
 			gauge("awscni_eni_max", "ENIs the node may attach.",
 				func(s PoolStats) int { return s.MaxENIs }),
+			gauge("awscni_ip_max", "Pod addresses the node may hold on the ENIs it may attach.",
+				func(s PoolStats) int { return s.MaxIPs }),
+			gauge("awscni_total_ipv4_prefixes", "IPv4 /28 prefixes the node holds (prefix delegation).",
+				func(s PoolStats) int { return s.Prefixes }),
 			gauge("vpccni_warm_ip_target", "WARM_IP_TARGET in effect (0: unset).",
 				func(s PoolStats) int { return s.WarmIPTarget }),
 			gauge("vpccni_minimum_ip_target", "MINIMUM_IP_TARGET in effect (0: unset).",

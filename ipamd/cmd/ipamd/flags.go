@@ -279,6 +279,9 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 			}
 			return metrics.PoolStats{}
 		})
+		if err == nil {
+			err = metrics.BuildInfo(f.registry, buildVersion)
+		}
 		if err != nil {
 			return cfg, cleanup, err
 		}

@@ -54,9 +54,10 @@ Serving:
   --disable-introspection   (DISABLE_INTROSPECTION=true)
   --metrics-address HOST:PORT   (METRICS_BIND_ADDRESS)
         Prometheus metrics at /metrics (default :61678, as the reference):
-        pool sizes and targets, add/del requests by result, reconciler
-        removals, checkpoint writes, EC2 calls by API and error with
-        latency.
+        the reference's awscni_* series under their names, types and
+        labels (docs/settings.md lists which), and vpccni_* ones: pool
+        targets, add/del requests by result, reconciler removals,
+        checkpoint writes, warm-pool actions, EC2 latency histograms.
   --disable-metrics   (DISABLE_METRICS=true)
 
 State:
