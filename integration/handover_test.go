@@ -42,6 +42,6 @@ var _ = Describe("a DEL hands the pod's veth pair to ipamd", Label("ipv4", "real
 		}
 		AddReportEntry("samples until ipamd was done", samples)
 		expectGone(n, p, ip, hostVeth)
-		Expect(n.metrics()).To(ContainSubstring(`awscni_del_ip_req_count{reason="PodDeleted",result="handed-over"} 1`))
+		Expect(n.metrics()).To(ContainSubstring(`vpccni_del_ip_requests_total{reason="PodDeleted",result="handed-over"} 1`))
 	})
 })

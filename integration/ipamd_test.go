@@ -128,7 +128,7 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		Expect(n.allocations()).To(BeEmpty())
 		// vpc-cni handed the veth pair over: ipamd deleted it, then
 		// released the address.
-		Expect(n.metrics()).To(ContainSubstring(`awscni_del_ip_req_count{reason="PodDeleted",result="handed-over"} 1`))
+		Expect(n.metrics()).To(ContainSubstring(`vpccni_del_ip_requests_total{reason="PodDeleted",result="handed-over"} 1`))
 	})
 
 	It("refuses a corrupt checkpoint, naming it, and with --recover-from-kernel adopts the live pod's address", func() {
