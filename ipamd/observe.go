@@ -38,9 +38,10 @@ func (d *Daemon) Introspection() introspect.Source { return introspection{d} }
 
 type introspection struct{ d *Daemon }
 
-// ENIs lists the pool's ENIs. Like the reference since #3739 it names no
-// container: /v1/allocations is where pods are, for whoever may see them.
-func (s introspection) ENIs() any { return s.d.store.ENIs() }
+// ENIs is /v1/enis in the reference's shape (enisview.go). Like the
+// reference it names no container: /v1/allocations is where sandboxes
+// are, for whoever may see them.
+func (s introspection) ENIs() any { return s.d.referenceENIs() }
 
 // allocationView is one allocation as /v1/allocations shows it.
 type allocationView struct {

@@ -538,6 +538,21 @@ func (s *Store) IsPodAddress(ip netip.Addr) bool {
 	return in
 }
 
+// CoolingSince maps each address still cooling down to when it was
+// released.
+func (s *Store) CoolingSince() map[netip.Addr]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opt.Now()
+	out := make(map[netip.Addr]time.Time, len(s.cooling))
+	for ip, t := range s.cooling {
+		if s.coolingAt(ip, now) {
+			out[ip] = t
+		}
+	}
+	return out
+}
+
 // IsCooling reports whether ip was released less than the cooldown ago.
 func (s *Store) IsCooling(ip netip.Addr) bool {
 	s.mu.Lock()

@@ -46,7 +46,7 @@ type handler struct {
 
 func newHandler(src Source, log *slog.Logger) *handler {
 	data := []route{
-		{Endpoint{PathENIs, "ENIs attached to the node with their addresses: assigned, cooling, free"}, func() any { return src.ENIs() }},
+		{Endpoint{PathENIs, "ENIs by network card in the reference's shape, with the addresses pods hold or lately held"}, func() any { return src.ENIs() }},
 		{Endpoint{PathAllocations, "addresses assigned to pods: key, pod, IP, device, route table, since"}, func() any { return src.Allocations() }},
 		{Endpoint{PathPool, "warm-pool targets and address counts"}, func() any { return src.Pool() }},
 		{Endpoint{PathSettings, "ipamd environment settings in effect"}, func() any { return src.Settings() }},
