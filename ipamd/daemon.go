@@ -100,6 +100,9 @@ type Config struct {
 	// StandInLinks makes a link for an attached ENI that has none (--cloud
 	// memory: no hypervisor makes them).
 	StandInLinks bool
+	// ENIMTU, when not 0, is the MTU of every ENI's link, the primary's
+	// too (AWS_VPC_ENI_MTU).
+	ENIMTU int
 	// VethPrefixes are the host veth prefixes pods may have (the plugin's
 	// vethPrefix, "vlan" for strict branch pods); recovery from the kernel
 	// recognises pods by them.
@@ -329,7 +332,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store, reapWake: make(chan struct{}, 1)}
 	if cfg.Kernel != nil {
-		d.eni = &eninet.Net{Kernel: cfg.Kernel, Log: cfg.Logger, StandIn: cfg.StandInLinks}
+		d.eni = &eninet.Net{Kernel: cfg.Kernel, Log: cfg.Logger, StandIn: cfg.StandInLinks, MTU: cfg.ENIMTU}
 		if cfg.Reconcile {
 			d.recon = reconcile.New(reconcile.Config{Kernel: cfg.Kernel, Pool: poolView{d}, Grace: cfg.ReconcileGrace,
 				Now: cfg.Now, Log: cfg.Logger})

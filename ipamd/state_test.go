@@ -411,3 +411,23 @@ func TestReconcilerReleasesAnEarlierSandboxsAddress(t *testing.T) {
 		t.Fatalf("after reconcile: %+v", got)
 	}
 }
+
+// TestENIMTU: the daemon gives every ENI's link Config.ENIMTU at start,
+// the primary's too (AWS_VPC_ENI_MTU).
+func TestENIMTU(t *testing.T) {
+	n := newNode(t)
+	d := newDaemon(t, sockPath(t), "m5.large", Config{Checkpoint: ckptPath(t), Kernel: n.h, StandInLinks: true, ENIMTU: 1500})
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	for _, name := range []string{"eth0", "eth1", "eth2"} {
+		l, err := n.h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.MTU != 1500 {
+			t.Errorf("%s MTU %d, want 1500", name, l.MTU)
+		}
+	}
+}

@@ -232,6 +232,9 @@ type API interface {
 	// has others to give).
 	LinkDelIndex(index int) error
 	LinkSetUp(name string) error
+	// LinkSetMTU sets one link's MTU (a veth's peer keeps its own, as in
+	// Linux); ipamd gives every ENI's link the configured ENI MTU.
+	LinkSetMTU(name string, mtu int) error
 
 	// Addresses
 	AddrAdd(linkIndex int, addr *net.IPNet) error

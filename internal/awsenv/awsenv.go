@@ -263,3 +263,47 @@ func Tags(getenv Getenv, name string) (map[string]string, error) {
 	}
 	return tags, nil
 }
+
+// The MTUs the reference accepts for a pod's veth and an ENI: at most the
+// VPC's jumbo frame, at least the smallest datagram every IPv4 host must
+// take (576) or IPv6's minimum link MTU (1280).
+const (
+	MinMTUv4 = 576
+	MinMTUv6 = 1280
+	MaxMTU   = 9001
+)
+
+// MTURange is the range of MTUs an IPv4 or an IPv6 node takes.
+func MTURange(ipv6 bool) (lo, hi int) {
+	if ipv6 {
+		return MinMTUv6, MaxMTU
+	}
+	return MinMTUv4, MaxMTU
+}
+
+// MTU reads an MTU (AWS_VPC_ENI_MTU, POD_MTU), the reference's default
+// when unset, and refuses a value outside the family's range: the
+// reference's entrypoint refuses to start on it too.
+func MTU(getenv Getenv, name string, ipv6 bool) (int, error) {
+	n, err := Int(getenv, name)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckMTU(n, ipv6); err != nil {
+		return 0, &Error{name, value(getenv, mustVar(name, KindInt)), err.Error()}
+	}
+	return n, nil
+}
+
+// CheckMTU says why an MTU is out of the family's range, or nil.
+func CheckMTU(mtu int, ipv6 bool) error {
+	lo, hi := MTURange(ipv6)
+	if mtu < lo || mtu > hi {
+		family := "IPv4"
+		if ipv6 {
+			family = "IPv6"
+		}
+		return fmt.Errorf("want an MTU from %d to %d on an %s node", lo, hi, family)
+	}
+	return nil
+}

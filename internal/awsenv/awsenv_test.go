@@ -151,3 +151,33 @@ func TestTags(t *testing.T) {
 		}
 	}
 }
+
+// TestMTU: the default, the bounds of each family inclusive, and a value
+// out of range or not a number refused with the variable, the value and
+// the range.
+func TestMTU(t *testing.T) {
+	if n, err := MTU(env(), "AWS_VPC_ENI_MTU", false); n != 9001 || err != nil {
+		t.Errorf("unset: %d, %v; want the default 9001", n, err)
+	}
+	ok := []struct {
+		val  string
+		ipv6 bool
+	}{{"576", false}, {"9001", false}, {"1500", false}, {"1280", true}, {"9001", true}}
+	for _, c := range ok {
+		if n, err := MTU(env("POD_MTU", c.val), "POD_MTU", c.ipv6); err != nil || n <= 0 {
+			t.Errorf("POD_MTU=%s ipv6=%v: %d, %v; want it taken", c.val, c.ipv6, n, err)
+		}
+	}
+	bad := []struct {
+		val, want string
+		ipv6      bool
+	}{{"575", "576 to 9001 on an IPv4", false}, {"9002", "576 to 9001", false}, {"1279", "1280 to 9001 on an IPv6", true},
+		{"0", "576 to 9001", false}, {"-1", "576", false}, {"jumbo", "whole number", false}}
+	for _, c := range bad {
+		_, err := MTU(env("AWS_VPC_ENI_MTU", c.val), "AWS_VPC_ENI_MTU", c.ipv6)
+		var e *Error
+		if !errors.As(err, &e) || e.Name != "AWS_VPC_ENI_MTU" || e.Value != c.val || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AWS_VPC_ENI_MTU=%s ipv6=%v: %v; want an error naming it and %q", c.val, c.ipv6, err, c.want)
+		}
+	}
+}

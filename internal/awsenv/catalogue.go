@@ -68,8 +68,8 @@ var catalogue = []Var{
 		Note: "the conflist's pluginLogLevel is honoured; " + initPlanned},
 
 	// MTU and the init container.
-	{Name: "AWS_VPC_ENI_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Planned,
-		Note: "the conflist's mtu is honoured; the ENIs' MTU and " + initPlanned},
+	{Name: "AWS_VPC_ENI_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Supported,
+		Note: "the MTU of every ENI's link, the primary's too (--eni-mtu; 576 to 9001, 1280 to 9001 on IPv6); the conflist's mtu when POD_MTU is unset: " + initPlanned},
 	{Name: "POD_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Planned,
 		Note: "the conflist's mtu is honoured; " + initPlanned},
 	{Name: "DISABLE_TCP_EARLY_DEMUX", Container: Init, Default: "false", Kind: KindBool, Status: Planned,

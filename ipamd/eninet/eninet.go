@@ -30,6 +30,11 @@ type Net struct {
 	Kernel  kernel.API
 	Log     *slog.Logger
 	StandIn bool
+	// MTU, when not 0, is given to every ENI's link, the primary's too, as
+	// the reference does with AWS_VPC_ENI_MTU (jumbo frames inside the VPC
+	// by default; a smaller value where traffic leaves through a gateway
+	// that fragments or drops them).
+	MTU int
 }
 
 // Table is the route table of an ENI's pods and its rule 32765.
@@ -71,16 +76,22 @@ func (n *Net) Link(e cloud.ENI) (kernel.Link, error) {
 // every ENI on every start.
 func (n *Net) Setup(e cloud.ENI) error {
 	l, err := n.Link(e)
+	standIn := false
 	if err != nil && n.StandIn {
-		if l, err = n.standIn(e); err == nil && e.DeviceNumber == 0 {
-			return n.primaryLikeTheOS(e, l)
-		}
+		l, err = n.standIn(e)
+		standIn = err == nil
 	}
 	if err != nil {
 		return err
 	}
+	if err := n.setMTU(e, l); err != nil {
+		return err
+	}
 	if e.DeviceNumber == 0 {
-		return nil // the OS configured the primary ENI; ipamd leaves it alone
+		if standIn {
+			return n.primaryLikeTheOS(e, l)
+		}
+		return nil // the OS configured the primary ENI; ipamd leaves the rest alone
 	}
 	if err := n.Kernel.LinkSetUp(l.Name); err != nil {
 		return fmt.Errorf("ENI %s: set %s up: %w", e.ID, l.Name, err)
@@ -154,6 +165,18 @@ func (n *Net) standIn(e cloud.ENI) (kernel.Link, error) {
 	}
 	n.log().Info("stand-in link for an attached ENI", "eni", e.ID, "link", name, "mac", e.MAC)
 	return n.Kernel.LinkByName(name)
+}
+
+// setMTU gives the ENI's link the configured MTU, if it has another.
+func (n *Net) setMTU(e cloud.ENI, l kernel.Link) error {
+	if n.MTU == 0 || l.MTU == n.MTU {
+		return nil
+	}
+	if err := n.Kernel.LinkSetMTU(l.Name, n.MTU); err != nil {
+		return fmt.Errorf("ENI %s: MTU %d on %s: %w", e.ID, n.MTU, l.Name, err)
+	}
+	n.log().Info("ENI MTU set", "eni", e.ID, "link", l.Name, "mtu", n.MTU, "was", l.MTU)
+	return nil
 }
 
 // primaryLikeTheOS gives a stand-in primary ENI what the instance's OS

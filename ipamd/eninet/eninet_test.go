@@ -109,3 +109,47 @@ func TestStandIn(t *testing.T) {
 		t.Fatal("stand-in link left after teardown")
 	}
 }
+
+// TestMTU: with an MTU set, every ENI's link gets it, the primary's too
+// (the reference's AWS_VPC_ENI_MTU); without one, links keep theirs.
+func TestMTU(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mtu  int
+		want int
+	}{{"set", 1500, 1500}, {"unset", 0, 9001}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, h := node(t)
+			n := &Net{Kernel: h, MTU: tc.mtu}
+			for _, d := range []int{0, 1} {
+				e := eni(d)
+				mac, _ := net.ParseMAC(e.MAC)
+				if _, err := k.AddDevice("node", LinkName(d), 9001, mac); err != nil {
+					t.Fatal(err)
+				}
+				if err := n.Setup(e); err != nil {
+					t.Fatal(err)
+				}
+				l, err := h.LinkByName(LinkName(d))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.MTU != tc.want {
+					t.Errorf("%s MTU %d, want %d", l.Name, l.MTU, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		k, h := node(t)
+		e := eni(1)
+		mac, _ := net.ParseMAC(e.MAC)
+		if _, err := k.AddDevice("node", "eth1", 9001, mac); err != nil {
+			t.Fatal(err)
+		}
+		err := (&Net{Kernel: h, MTU: 67}).Setup(e)
+		if err == nil || !strings.Contains(err.Error(), "MTU 67 on eth1") {
+			t.Fatalf("Setup with MTU 67: %v, want an error naming the MTU and the link", err)
+		}
+	})
+}

@@ -94,6 +94,10 @@ var errnoSteps = []step{
 	{"delete missing link", call(func(w *world) error { return w.node.LinkDel("nope") }), syscall.ENODEV},
 	{"delete lo", call(func(w *world) error { return w.node.LinkDel("lo") }), syscall.EOPNOTSUPP},
 	{"set missing link up", call(func(w *world) error { return w.node.LinkSetUp("nope") }), syscall.ENODEV},
+	{"MTU of a missing link", call(func(w *world) error { return w.node.LinkSetMTU("nope", 1500) }), syscall.ENODEV},
+	{"MTU below 68", call(func(w *world) error { return w.node.LinkSetMTU("enipod", 67) }), syscall.EINVAL},
+	{"MTU above a veth's maximum", call(func(w *world) error { return w.node.LinkSetMTU("enipod", 65536) }), syscall.EINVAL},
+	{"MTU of one veth end", call(func(w *world) error { return w.node.LinkSetMTU("enipod", 1500) }), 0},
 	{"delete a bridge", call(func(w *world) error { return w.node.LinkDel("fifteen-chars-x") }), 0},
 	// Routes on a link that is down.
 	{"IPv4 route on a down link", route(kernel.Route{Dst: cidr("10.2.0.0/16"), Scope: kernel.ScopeLink}, "enipod"), syscall.ENETDOWN},

@@ -278,6 +278,16 @@ func (h *Handle) LinkDelIndex(index int) error {
 	})
 }
 
+func (h *Handle) LinkSetMTU(name string, mtu int) error {
+	return h.use(func() error {
+		l, err := h.nl.LinkByName(name)
+		if err != nil {
+			return notFound(err, name)
+		}
+		return h.nl.LinkSetMTU(l, mtu)
+	})
+}
+
 func (h *Handle) LinkSetUp(name string) error {
 	return h.use(func() error {
 		l, err := h.nl.LinkByName(name)

@@ -278,6 +278,27 @@ func (h *handle) LinkDelIndex(index int) error {
 	})
 }
 
+// LinkSetMTU sets one link's MTU within the bounds Linux checks: 68 to
+// 65535, and a VLAN no higher than its parent's.
+func (h *handle) LinkSetMTU(name string, mtu int) error {
+	return h.with(func(n *netns) error {
+		l := n.byName(name)
+		if l == nil {
+			return noLink(name)
+		}
+		if err := checkMTU(mtu); err != nil {
+			return err
+		}
+		if l.Kind == kernel.KindVlan {
+			if p, ok := n.links[l.ParentIndex]; ok && mtu > p.MTU {
+				return fmt.Errorf("vlan mtu %d over %s's %d: %w", mtu, p.Name, p.MTU, syscall.EINVAL)
+			}
+		}
+		l.MTU = mtu
+		return nil
+	})
+}
+
 // LinkSetUp sets a link up. On lo this brings 127.0.0.1/8 and ::1; on any
 // link it adds the connected routes of the addresses it already has, which
 // Linux only installs on a link that is up.

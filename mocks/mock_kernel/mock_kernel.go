@@ -207,6 +207,20 @@ func (mr *MockAPIMockRecorder) LinkList() *gomock.Call {
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LinkList", reflect.TypeOf((*MockAPI)(nil).LinkList))
 }
 
+// LinkSetMTU mocks base method.
+func (m *MockAPI) LinkSetMTU(name string, mtu int) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "LinkSetMTU", name, mtu)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// LinkSetMTU indicates an expected call of LinkSetMTU.
+func (mr *MockAPIMockRecorder) LinkSetMTU(name, mtu interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LinkSetMTU", reflect.TypeOf((*MockAPI)(nil).LinkSetMTU), name, mtu)
+}
+
 // LinkSetUp mocks base method.
 func (m *MockAPI) LinkSetUp(name string) error {
 	m.ctrl.T.Helper()

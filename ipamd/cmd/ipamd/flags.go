@@ -45,6 +45,7 @@ const (
 	envLogLevel           = "AWS_VPC_K8S_CNI_LOGLEVEL"
 	envLogFile            = "AWS_VPC_K8S_CNI_LOG_FILE"
 	envNoProvisioning     = "DISABLE_NETWORK_RESOURCE_PROVISIONING"
+	envENIMTU             = "AWS_VPC_ENI_MTU"
 )
 
 // flags are ipamd's parsed command line over its environment.
@@ -61,6 +62,7 @@ type flags struct {
 	introspection, metricsAddr                                        string
 	allowNonLoopback, noIntrospection, noMetrics                      bool
 	noProvisioning                                                    bool
+	eniMTU                                                            int
 	eniTags                                                           map[string]string
 	targets                                                           warmpool.Targets
 	pe                                                                podENIFlags
@@ -115,6 +117,10 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	if err != nil {
 		return nil, err
 	}
+	eniMTU, err := awsenv.Int(getenv, envENIMTU) // its range depends on --ipv6: checkRanges
+	if err != nil {
+		return nil, err
+	}
 	eniTags, err := awsenv.Tags(getenv, "ADDITIONAL_ENI_TAGS")
 	if err != nil {
 		return nil, err
@@ -159,6 +165,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-address", or(envMetrics, defaultMetricsAddress), "")
 	fs.BoolVar(&f.noMetrics, "disable-metrics", switches["DISABLE_METRICS"], "")
 	fs.BoolVar(&f.noProvisioning, "disable-provisioning", switches[envNoProvisioning], "")
+	fs.IntVar(&f.eniMTU, "eni-mtu", eniMTU, "")
 	fs.IntVar(&f.targets.WarmENI, "warm-eni-target", targets.WarmENI, "")
 	fs.IntVar(&f.targets.WarmIP, "warm-ip-target", targets.WarmIP, "")
 	fs.IntVar(&f.targets.MinimumIP, "minimum-ip-target", targets.MinimumIP, "")
@@ -253,6 +260,13 @@ func (f *flags) checkRanges() error {
 			return usageError{err}
 		}
 	}
+	// 0 (by the flag only: the variable's range is the reference's)
+	// leaves the ENIs' MTU as it is.
+	if f.eniMTU != 0 {
+		if err := awsenv.CheckMTU(f.eniMTU, f.ipv6); err != nil {
+			return usageError{fmt.Errorf("--eni-mtu (%s) %d: %w", envENIMTU, f.eniMTU, err)}
+		}
+	}
 	return nil
 }
 
@@ -269,7 +283,7 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 	cfg := ipamd.Config{SocketPath: f.socket, Logger: log, Version: buildVersion, RejectVersionMismatch: f.strict,
 		IPv6: f.ipv6, Checkpoint: f.checkpoint, ReleaseQueue: releasequeue.DirFor(f.socket), Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
 		Cooldown: f.cooldown, Reconcile: f.reconcile, ReconcileInterval: f.reconcileInterval, ReconcileGrace: f.reconcileGrace,
-		Targets: f.targets, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
+		Targets: f.targets, ENIMTU: f.eniMTU, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
 	if !f.noMetrics {
 		f.registry = prometheus.NewRegistry()
 		f.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -31,6 +31,11 @@ func TestFlagRanges(t *testing.T) {
 		{args: []string{"--minimum-ip-target", "10001"}, want: []string{"--minimum-ip-target", "10001"}},
 		{args: []string{"--warm-prefix-target", "1001"}, want: []string{"--warm-prefix-target", "1001"}},
 		{args: []string{"--max-eni", "-5"}, want: []string{"--max-eni", "-5", "between -1 and 100"}},
+		{args: []string{"--eni-mtu", "575"}, want: []string{"--eni-mtu", "575", "576 to 9001 on an IPv4"}},
+		{args: []string{"--eni-mtu", "9002"}, want: []string{"--eni-mtu", "9002"}},
+		{args: []string{"--ipv6", "--eni-mtu", "1279"}, want: []string{"--eni-mtu", "1279", "1280 to 9001 on an IPv6"}},
+		{env: map[string]string{"AWS_VPC_ENI_MTU": "100"}, want: []string{"AWS_VPC_ENI_MTU", "100", "576 to 9001"}},
+		{env: map[string]string{"AWS_VPC_ENI_MTU": "jumbo"}, want: []string{"AWS_VPC_ENI_MTU", "jumbo", "whole number"}},
 	}
 	for _, c := range refused {
 		t.Run(strings.Join(c.args, " ")+mapString(c.env), func(t *testing.T) {
@@ -57,6 +62,7 @@ func TestFlagRanges(t *testing.T) {
 		{"--reconcile-interval", "1s"}, {"--reconcile-interval", "24h"}, {"--reconcile-grace", "30s"},
 		{"--reconcile-grace", "24h"}, {"--ip-cooldown", "0s"}, {"--ip-cooldown", "1h"}, {"--max-eni", "-1"},
 		{"--warm-eni-target", "0"}, {"--warm-ip-target", "10000"},
+		{"--eni-mtu", "576"}, {"--eni-mtu", "9001"}, {"--eni-mtu", "0"}, {"--ipv6", "--eni-mtu", "1280"},
 	}
 	for _, args := range accepted {
 		if _, err := parseFlags(args, func(string) string { return "" }); err != nil {

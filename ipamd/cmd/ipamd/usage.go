@@ -107,6 +107,10 @@ Cloud and pool:
         every ENI attached with every address (ENI N in 10.0.N+1.0/24);
         "fresh" is a newly launched instance, the primary ENI alone with
         no secondary address, and the warm pool grows it.
+  --eni-mtu N   (AWS_VPC_ENI_MTU, default 9001)
+        MTU of every ENI's link, the primary's too (576 to 9001 on an IPv4
+        node, 1280 to 9001 on IPv6; 0 leaves the links' MTU alone). The
+        pods' veths take theirs from the conflist's mtu (POD_MTU).
   --region REGION   (AWS_REGION)
   --ec2-endpoint URL   (AWS_EC2_ENDPOINT)
         EC2 endpoint override, for testing against a stand-in.

@@ -202,8 +202,12 @@ func run(root string, m mutant, timeout time.Duration) result {
 	// mutant that hangs a test is killed by the timeout before its
 	// t.TempDir cleanups run, and go's own work dir is left too; they go
 	// when the copy does.
+	// Both traversable by anyone, as /tmp is: a test that runs a copy
+	// of its binary as nobody (ipamd's socket access check) must reach
+	// it, or that test fails on every mutant of its package and kills
+	// them all whatever they change.
 	tmp := filepath.Join(dir, ".tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	if err := traversable(dir, tmp); err != nil {
 		r.status, r.detail = "error", err.Error()
 		return r
 	}
@@ -282,6 +286,20 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// traversable makes tmp and gives it and dir mode 0711, whatever the
+// umask.
+func traversable(dir, tmp string) error {
+	if err := os.Mkdir(tmp, 0o711); err != nil {
+		return err
+	}
+	for _, d := range []string{dir, tmp} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // goCmd runs go in dir, with TMPDIR set when tmp is not empty.
