@@ -11,7 +11,6 @@ const (
 	notCustomNetworking = "custom networking (ENIConfig): vpccni gives pods addresses of the node's own subnets only"
 	notEgressPlugin     = "the egress plugin (IPv6 pods reaching IPv4 and the reverse): vpccni ships no egress plugin"
 	snatPlanned         = "SNAT of pod egress and node-port connmark (the iptables chains on the node) are not built yet"
-	initPlanned         = "the init container's conflist and sysctls are not built yet"
 )
 
 // catalogue is every variable the reference reads in its shipped code or
@@ -40,8 +39,8 @@ var catalogue = []Var{
 		Note: "IPv6 pods from the primary ENI's delegated prefix (--ipv6); read by the init container too"},
 	{Name: "ENABLE_POD_ENI", Container: Node, Default: "false", Kind: KindBool, Status: Supported,
 		Note: "security groups for pods: branch ENIs on a trunk, VLAN per pod (--enable-pod-eni)"},
-	{Name: "POD_SECURITY_GROUP_ENFORCING_MODE", Container: Node, Default: "strict", Kind: KindString, Status: Planned,
-		Note: "the conflist's podSGEnforcingMode is honoured; " + initPlanned},
+	{Name: "POD_SECURITY_GROUP_ENFORCING_MODE", Container: Node, Default: "strict", Kind: KindString, Status: Supported,
+		Note: "the conflist's podSGEnforcingMode, written by vpccni-node run: strict or standard (refused otherwise, with ENABLE_POD_ENI off too)"},
 
 	// Files, sockets, endpoints.
 	{Name: "AWS_VPC_K8S_CNI_BACKING_STORE", Container: Node, Default: "/var/run/aws-node/ipam.json", Kind: KindString, Status: Supported,
@@ -62,26 +61,26 @@ var catalogue = []Var{
 		Note: "ipamd's log level, debug, info, warn, error or fatal in any case (--log-level); unset, info; a name the reference would read as debug is refused"},
 	{Name: "AWS_VPC_K8S_CNI_LOG_FILE", Container: Node, Default: "/host/var/log/aws-routed-eni/ipamd.log", Kind: KindString, Status: Supported,
 		Note: "ipamd's log: stderr, stdout (any case) or an absolute path, rotated as the reference rotates it: at 100 MB, 5 kept, 30 days, gzipped (--log-file); unset, stderr"},
-	{Name: "AWS_VPC_K8S_PLUGIN_LOG_FILE", Container: Node, Default: "/var/log/aws-routed-eni/plugin.log", Kind: KindString, Status: Planned,
-		Note: "the conflist's pluginLogFile is honoured; " + initPlanned},
-	{Name: "AWS_VPC_K8S_PLUGIN_LOG_LEVEL", Container: Node, Default: "Debug", Kind: KindString, Status: Planned,
-		Note: "the conflist's pluginLogLevel is honoured; " + initPlanned},
+	{Name: "AWS_VPC_K8S_PLUGIN_LOG_FILE", Container: Node, Default: "/var/log/aws-routed-eni/plugin.log", Kind: KindString, Status: Supported,
+		Note: "the conflist's pluginLogFile, written by vpccni-node run: an absolute path, or stderr (the runtime's); stdout is refused as in the reference"},
+	{Name: "AWS_VPC_K8S_PLUGIN_LOG_LEVEL", Container: Node, Default: "Debug", Kind: KindString, Status: Supported,
+		Note: "the conflist's pluginLogLevel, written by vpccni-node run: debug, info, warn or error, in any case"},
 
 	// MTU and the init container.
 	{Name: "AWS_VPC_ENI_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Supported,
-		Note: "the MTU of every ENI's link, the primary's too (--eni-mtu; 576 to 9001, 1280 to 9001 on IPv6); the conflist's mtu when POD_MTU is unset: " + initPlanned},
-	{Name: "POD_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Planned,
-		Note: "the conflist's mtu is honoured; " + initPlanned},
-	{Name: "DISABLE_TCP_EARLY_DEMUX", Container: Init, Default: "false", Kind: KindBool, Status: Planned,
-		Note: initPlanned},
-	{Name: "HOST_CNI_BIN_PATH", Container: Node, Default: "/host/opt/cni/bin", Kind: KindString, Status: Planned,
-		Note: "vpccni's install-cni reads HOST_CNI_BIN_DIR; " + initPlanned},
-	{Name: "HOST_CNI_CONFDIR_PATH", Container: Node, Default: "/host/etc/cni/net.d", Kind: KindString, Status: Planned,
-		Note: "vpccni's install-cni reads HOST_CNI_NET_DIR; " + initPlanned},
-	{Name: "ENABLE_BANDWIDTH_PLUGIN", Container: Node, Default: "false", Kind: KindBool, Status: Planned,
-		Note: initPlanned},
-	{Name: "DISABLE_POD_V6", Container: Node, Default: "false", Kind: KindBool, Status: Planned,
-		Note: initPlanned},
+		Note: "the MTU of every ENI's link, the primary's too (--eni-mtu; 576 to 9001, 1280 to 9001 on IPv6); the pods' MTU too when POD_MTU is unset (vpccni-node run's conflist)"},
+	{Name: "POD_MTU", Container: Node, Default: "9001", Kind: KindInt, Status: Supported,
+		Note: "the conflist's mtu, written by vpccni-node run: the MTU of both veth ends of every pod (576 to 9001, 1280 to 9001 on IPv6)"},
+	{Name: "DISABLE_TCP_EARLY_DEMUX", Container: Init, Default: "false", Kind: KindBool, Status: Supported,
+		Note: "vpccni-node init sets net/ipv4/tcp_early_demux to 0, else 1 (left out on a kernel without it)"},
+	{Name: "HOST_CNI_BIN_PATH", Container: Node, Default: "/host/opt/cni/bin", Kind: KindString, Status: Supported,
+		Note: "where vpccni-node init installs the CNI plugins and run installs vpc-cni"},
+	{Name: "HOST_CNI_CONFDIR_PATH", Container: Node, Default: "/host/etc/cni/net.d", Kind: KindString, Status: Supported,
+		Note: "where vpccni-node run writes 10-aws.conflist once ipamd answers its health check"},
+	{Name: "ENABLE_BANDWIDTH_PLUGIN", Container: Node, Default: "false", Kind: KindBool, Status: Supported,
+		Note: "vpccni-node run chains the bandwidth plugin after portmap"},
+	{Name: "DISABLE_POD_V6", Container: Node, Default: "false", Kind: KindBool, Status: Supported,
+		Note: "vpccni-node run chains the tuning plugin turning IPv6 off in the pods (all, default, lo)"},
 
 	// SNAT, connmark and the rules around them.
 	{Name: "AWS_VPC_K8S_CNI_EXTERNALSNAT", Container: Node, Default: "false", Kind: KindBool, Status: Planned, Note: snatPlanned,
