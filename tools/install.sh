@@ -7,16 +7,18 @@
 #   VPCCNI_INSTALL=0   install nothing: a missing tool is an error naming
 #                      the command that installs it.
 #   CRICTL             where crictl is (built here when missing)
+#   GRPC_HEALTH_PROBE  where grpc-health-probe is (built here when missing)
 #   CONTAINERD2_DIR    where containerd 2.4's containerd, shim and ctr are
 #   VPCCNI_REFCNI      where the reference plugin (aws-cni) is
 #   VPCCNI_REFCNI_SRC  the writable copy of its module it is built in
-#   CRICTL_VERSION, CONTAINERD2_VERSION, REFCNI_VERSION   the versions
-#                      built from the Go module proxy (the go command
-#                      checks their checksums)
+#   CRICTL_VERSION, GRPC_HEALTH_PROBE_VERSION, CONTAINERD2_VERSION,
+#   REFCNI_VERSION     the versions built from the Go module proxy (the go
+#                      command checks their checksums)
 set -euo pipefail
 : "${CRICTL:?run through make tools}" "${CONTAINERD2_DIR:?run through make tools}"
 : "${CRICTL_VERSION:?run through make tools}" "${CONTAINERD2_VERSION:?run through make tools}"
 : "${VPCCNI_REFCNI:?run through make tools}" "${VPCCNI_REFCNI_SRC:?run through make tools}" "${REFCNI_VERSION:?run through make tools}"
+: "${GRPC_HEALTH_PROBE:?run through make tools}" "${GRPC_HEALTH_PROBE_VERSION:?run through make tools}"
 install="${VPCCNI_INSTALL:-1}"
 GO="${GO:-go}"
 status=0
@@ -100,6 +102,22 @@ elif [ "$(basename "$CRICTL")" != crictl ]; then
 	missing crictl "$crictl_cmd (CRICTL=$CRICTL must be named crictl to be built there)"
 else
 	build crictl "$(dirname "$CRICTL")" $crictl_cmd || exit 1
+fi
+
+# grpc-health-probe, the reference DaemonSet's readiness and liveness probe
+# of ipamd (-addr=unix:///var/run/aws-node/ipamd.sock), for the integration
+# suite's probe specs. Static, like the image's copy. Not a go.mod tool
+# either: its gRPC and SPIFFE modules could raise versions the shipped
+# binaries link.
+ghp_cmd="$GO install github.com/grpc-ecosystem/grpc-health-probe@$GRPC_HEALTH_PROBE_VERSION"
+if [ -x "$GRPC_HEALTH_PROBE" ]; then
+	say grpc-health-probe "found $GRPC_HEALTH_PROBE"
+elif [ "$install" = 0 ]; then
+	missing grpc-health-probe "CGO_ENABLED=0 GOBIN=$(dirname "$GRPC_HEALTH_PROBE") $ghp_cmd"
+elif [ "$(basename "$GRPC_HEALTH_PROBE")" != grpc-health-probe ]; then
+	missing grpc-health-probe "$ghp_cmd (GRPC_HEALTH_PROBE=$GRPC_HEALTH_PROBE must be named grpc-health-probe to be built there)"
+else
+	build grpc-health-probe "$(dirname "$GRPC_HEALTH_PROBE")" env CGO_ENABLED=0 $ghp_cmd || exit 1
 fi
 
 # containerd 2.4, for the e2e suite's CNI 1.1 specs (Debian's 1.6 speaks
