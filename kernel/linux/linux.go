@@ -1,9 +1,15 @@
 // Package linux is kernel.API on the real kernel, through
-// vishvananda/netlink. Every handle is bound to one network namespace with
-// netlink.NewHandleAt and keeps the namespace's file descriptor open until
-// Close, so no caller switches its thread's namespace; only sysctls, which
-// have no netlink form, are read and written from inside the namespace on
-// a thread of their own.
+// vishvananda/netlink. Every handle is bound to one network namespace and
+// keeps the namespace's file descriptor open until Close, so no caller
+// switches its thread's namespace. A handle on another namespace (a path)
+// makes its netlink socket there with netlink.NewHandleAt; a handle on the
+// caller's current namespace ("") makes it where the calling thread is,
+// with netlink.NewHandle, and so never calls setns(2), which needs
+// CAP_SYS_ADMIN: ipamd runs with NET_ADMIN and NET_RAW only, as the
+// reference's aws-node does. Sysctls, which have no netlink form, are read
+// and written under /proc/sys directly when the calling thread is in the
+// handle's namespace (always so for "" in a process that stays in its
+// namespace), else from inside the namespace on a thread of their own.
 //
 // Errors are the kernel's: netlink returns syscall.Errno values and they
 // are passed on unchanged (wrapped at most), except that netlink's
@@ -41,13 +47,17 @@ const nsGetNSType = 0xb703
 // exist, or is not a network namespace (a file left behind by an unmounted
 // bind mount, another kind of namespace), is an error wrapping
 // kernel.ErrNamespaceGone.
+//
+// Open("") makes no setns(2): its namespace file and netlink socket are
+// both taken on the calling thread (locked meanwhile), so a thread that
+// was moved into another namespace gets that namespace.
 func (Opener) Open(path string) (kernel.API, error) {
 	var ns netns.NsHandle
 	var err error
 	if path == "" {
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		ns, err = netns.Get()
-		runtime.UnlockOSThread()
 	} else {
 		ns, err = netns.GetFromPath(path)
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
@@ -64,7 +74,14 @@ func (Opener) Open(path string) (kernel.API, error) {
 	// Only rtnetlink: a handle opens a socket per family it is given (all
 	// three by default, each made by entering the namespace), and nothing
 	// here speaks xfrm or netfilter.
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	var h *netlink.Handle
+	if path == "" {
+		// A socket belongs to the namespace of the thread that makes it:
+		// this one, which ns was just taken from.
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	} else {
+		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	}
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("netlink handle in %q: %w", path, err)

@@ -26,19 +26,31 @@ func sysctlPath(key string) (string, error) {
 // that enters the namespace and leaves it again. A thread that cannot
 // leave exits still locked, so the runtime discards it and no goroutine
 // ever runs in a namespace it did not ask for.
+//
+// Only entering needs CAP_SYS_ADMIN. A handle on the current namespace
+// ("") of a process whose threads stay in it (ipamd, the plugin's node
+// side) always takes the direct way: its sysctls are plain reads and
+// writes of /proc/sys. A "" handle used from a thread in another
+// namespace than the one it was opened in is taken back there, as a
+// handle on a path is: /proc/sys/net shows the calling thread's
+// namespace, so writing it directly would change another namespace.
 func (h *Handle) inNS(fn func() error) error {
 	return h.use(func() error {
+		// Locked from the check to fn's end, so fn runs on the thread
+		// found to be in the namespace, not on one moved elsewhere.
 		runtime.LockOSThread()
 		cur, err := netns.Get()
-		runtime.UnlockOSThread()
 		if err != nil {
+			runtime.UnlockOSThread()
 			return err
 		}
 		same := cur.Equal(h.ns)
 		cur.Close()
 		if same {
+			defer runtime.UnlockOSThread()
 			return fn()
 		}
+		runtime.UnlockOSThread()
 		return nsthread.Run(func() error { return netns.Set(h.ns) }, fn)
 	})
 }
