@@ -87,7 +87,10 @@ type Instance struct {
 	// created with them.
 	SubnetID       string
 	SecurityGroups []string
-	ENIs           []ENI
+	// VPCCIDRs are the VPC's IPv4 CIDR blocks (IMDS vpc-ipv4-cidr-blocks
+	// of the primary ENI): traffic to them is not SNATed.
+	VPCCIDRs []netip.Prefix
+	ENIs     []ENI
 }
 
 // Trunk returns the instance's trunk ENI, if one is attached. EC2 attaches

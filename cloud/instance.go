@@ -48,6 +48,9 @@ func (p *provider) Instance(ctx context.Context) (Instance, error) {
 	if !primaryFound {
 		return Instance{}, fmt.Errorf("IMDS %s does not list the primary MAC %s", macsPath, id.primaryMAC)
 	}
+	if inst.VPCCIDRs, err = p.md.vpcCIDRs(ctx, id.primaryMAC); err != nil {
+		return Instance{}, err
+	}
 	described, err := p.describeAttached(ctx, id.instanceID)
 	if err != nil {
 		return Instance{}, err

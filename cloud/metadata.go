@@ -163,3 +163,22 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// vpcCIDRs reads the VPC's IPv4 CIDR blocks as the primary ENI sees them;
+// absent means none known.
+func (r metadataReader) vpcCIDRs(ctx context.Context, mac string) ([]netip.Prefix, error) {
+	path := macKey(mac, "vpc-ipv4-cidr-blocks")
+	l, err := r.optionalLines(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, s := range l {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || !p.Addr().Is4() {
+			return nil, fmt.Errorf("IMDS %s: %q is not an IPv4 CIDR", path, s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

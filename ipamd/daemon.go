@@ -103,6 +103,10 @@ type Config struct {
 	// ENIMTU, when not 0, is the MTU of every ENI's link, the primary's
 	// too (AWS_VPC_ENI_MTU).
 	ENIMTU int
+	// HostNAT, with Kernel, keeps the node's SNAT and connmark rules
+	// (AWS_VPC_K8S_CNI_EXTERNALSNAT and its kin); nil leaves iptables
+	// alone.
+	HostNAT *HostNAT
 	// VethPrefixes are the host veth prefixes pods may have (the plugin's
 	// vethPrefix, "vlan" for strict branch pods); recovery from the kernel
 	// recognises pods by them.
@@ -425,6 +429,9 @@ func (d *Daemon) bringUp() error {
 			if err := d.eni.Setup(e); err != nil {
 				return fmt.Errorf("ipamd: %w", err)
 			}
+		}
+		if err := d.syncHostNAT(); err != nil {
+			return err
 		}
 	}
 	if d.cfg.Checkpoint != "" && d.ckpt.Load() == nil {

@@ -129,7 +129,9 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 	}
 	log.Info("address assigned", "outcome", outcomeAssigned, "ip", a.IP, "device", a.DeviceNumber, "table", a.RouteTable)
 	h.d.countAdd(outcomeAssigned)
-	return &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}, nil
+	reply := &rpc.AddNetworkReply{Success: true, IPAllocationMetadata: []*rpc.IPAllocationMetadata{metadata(a)}}
+	h.d.vpcFields(reply)
+	return reply, nil
 }
 
 func (h *handler) DelNetwork(ctx context.Context, req *rpc.DelNetworkRequest) (*rpc.DelNetworkReply, error) {

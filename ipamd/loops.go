@@ -84,6 +84,9 @@ func (d *Daemon) reconcileOnce(ctx context.Context) {
 	if err != nil {
 		d.log.Warn("reconcile pass failed", "error", err)
 	}
+	if err := d.syncHostNAT(); err != nil {
+		d.log.Warn("host NAT rules not reconciled; retrying next pass", "error", err)
+	}
 }
 
 func (d *Daemon) lastReconcile() time.Time {

@@ -10,7 +10,6 @@ const (
 const (
 	notCustomNetworking = "custom networking (ENIConfig): vpccni gives pods addresses of the node's own subnets only"
 	notEgressPlugin     = "the egress plugin (IPv6 pods reaching IPv4 and the reverse): vpccni ships no egress plugin"
-	snatPlanned         = "SNAT of pod egress and node-port connmark (the iptables chains on the node) are not built yet"
 )
 
 // catalogue is every variable the reference reads in its shipped code or
@@ -83,13 +82,16 @@ var catalogue = []Var{
 		Note: "vpccni-node run chains the tuning plugin turning IPv6 off in the pods (all, default, lo)"},
 
 	// SNAT, connmark and the rules around them.
-	{Name: "AWS_VPC_K8S_CNI_EXTERNALSNAT", Container: Node, Default: "false", Kind: KindBool, Status: Planned, Note: snatPlanned,
-		DefaultGap: "the reference SNATs pod egress leaving the VPC to the primary address by default; vpccni does not yet"},
-	{Name: "AWS_VPC_K8S_CNI_RANDOMIZESNAT", Container: Node, Default: "prng", Kind: KindString, Status: Planned, Note: snatPlanned},
-	{Name: "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", Container: Node, Default: "", Kind: KindString, Status: Planned, Note: snatPlanned},
-	{Name: "AWS_VPC_K8S_CNI_CONNMARK", Container: Node, Default: "0x80", Kind: KindString, Status: Planned, Note: snatPlanned},
-	{Name: "AWS_VPC_CNI_NODE_PORT_SUPPORT", Container: Node, Default: "true", Kind: KindBool, Status: Planned, Note: snatPlanned,
-		DefaultGap: "the reference connmarks node-port traffic on the primary ENI and routes it by main (fwmark rule at 1024) by default; vpccni does not yet"},
+	{Name: "AWS_VPC_K8S_CNI_EXTERNALSNAT", Container: Node, Default: "false", Kind: KindBool, Status: Supported,
+		Note: "ipamd --external-snat: no AWS-SNAT-CHAIN-0 or AWS-CONNMARK-CHAIN-0 (package hostnat)"},
+	{Name: "AWS_VPC_K8S_CNI_RANDOMIZESNAT", Container: Node, Default: "prng", Kind: KindString, Status: Supported,
+		Note: "ipamd --randomize-snat: prng, hashrandom or none; any other value is refused"},
+	{Name: "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", Container: Node, Default: "", Kind: KindString, Status: Supported,
+		Note: "ipamd --exclude-snat-cidrs: a CIDR that does not parse or is IPv6 is refused (the reference logs and skips it)"},
+	{Name: "AWS_VPC_K8S_CNI_CONNMARK", Container: Node, Default: "0x80", Kind: KindString, Status: Supported,
+		Note: "ipamd --connmark: 1 to 0xffffffff; out of range is refused (the reference logs and takes 0x80)"},
+	{Name: "AWS_VPC_CNI_NODE_PORT_SUPPORT", Container: Node, Default: "true", Kind: KindBool, Status: Supported,
+		Note: "ipamd --node-port-support: the mangle connmark rules and rule 1024 (package hostnat)"},
 	{Name: "AWS_EXTERNAL_SERVICE_CIDRS", Container: Node, Default: "", Kind: KindString, Status: Planned,
 		Note: "the `to CIDR lookup main` rules at priority 1535 are not built yet"},
 

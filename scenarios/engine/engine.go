@@ -22,6 +22,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/hostnat"
 	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/ipamd/datastore"
@@ -132,6 +133,11 @@ type run struct {
 	log           *slog.Logger
 	// foreign are another agent's rules, planted before the first event.
 	foreign []kernel.Rule
+	// nat are the node's iptables; natWant what they must hold once an
+	// ipamd has started (natStarted).
+	nat        *hostnat.MemTables
+	natWant    hostnat.Plan
+	natStarted bool
 	// gcList is the network at CNI 1.1.0, for GC.
 	gcList *libcni.NetworkConfigList
 	// pausing is set while an ADD waits (addTakes): ipamd's loops run,
@@ -247,10 +253,12 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		return nil, err
 	}
 	r.begin("node: " + s.Node.InstanceType + " (" + s.Node.Start + "), ipamd starts")
-	if r.node, _, err = buildNode(r.kern, r.cloud, mode == "ipv6"); err != nil {
+	var inst cloud.Instance
+	if r.node, inst, err = buildNode(r.kern, r.cloud, mode == "ipv6"); err != nil {
 		r.close()
 		return nil, err
 	}
+	r.nat, r.natWant = hostnat.NewMemTables(), natPlan(inst)
 	if err := r.plantForeignRules(); err != nil {
 		r.close()
 		return nil, err
@@ -378,7 +386,7 @@ func (r *run) startIpamd(memory string) error {
 			}
 			return p.device, true
 		},
-		Kernel: r.node, Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Kernel: r.node, HostNAT: r.hostNAT(), Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
 		ReconcileGrace: grace, ReconcileInterval: interval,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
@@ -409,6 +417,7 @@ func (r *run) startIpamd(memory string) error {
 		return nil
 	}
 	r.ipamd = d
+	r.natStarted = r.natStarted || r.mode != "ipv6"
 	r.ticked = r.now
 	r.restartAt = -1
 	r.note("ipamd started, checkpoint %s: %d allocations", memory, len(d.Allocations()))
@@ -484,6 +493,9 @@ func diffLines(before, after []string) (added, removed []string) {
 func (r *run) world() invariant.World {
 	w := invariant.World{Node: r.node, Remote: r.remote, OffVPC: OffVPC, ENILink: eniLink, NamespaceExists: r.kern.HasNamespace,
 		Foreign: r.foreign}
+	if r.natStarted {
+		w.NAT, w.NATPlan, w.NATMark = r.nat, r.natWant, hostnat.DefaultMark
+	}
 	names := make([]string, 0, len(r.pods))
 	for n := range r.pods {
 		names = append(names, n)

@@ -5,14 +5,15 @@ package invariant
 
 import (
 	"fmt"
-	"github.com/vpccni/vpccni/ownership"
 	"net"
 	"net/netip"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/vpccni/vpccni/hostnat"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // Violation kinds.
@@ -92,6 +93,11 @@ type World struct {
 	// Foreign are another agent's rules, there before any pod: every one
 	// must survive, and none is a pod's leak.
 	Foreign []kernel.Rule
+	// NAT, when set, are the node's iptables, which must hold NATPlan's
+	// aws-node rules and no other (with rule 1024 for NATMark).
+	NAT     hostnat.Tables
+	NATPlan hostnat.Plan
+	NATMark uint32
 }
 
 // Violation is one finding.
@@ -105,7 +111,7 @@ func (v Violation) String() string { return v.Kind + ": " + v.What }
 // Check runs every check.
 func Check(w World) ([]Violation, error) {
 	var out []Violation
-	for _, c := range []func(World) ([]Violation, error){checkNodeObjects, checkForeign, checkSandboxes, checkRouting, checkIPAM} {
+	for _, c := range []func(World) ([]Violation, error){checkNodeObjects, checkForeign, checkSandboxes, checkRouting, checkIPAM, checkHostNAT} {
 		v, err := c(w)
 		if err != nil {
 			return nil, err

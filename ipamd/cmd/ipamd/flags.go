@@ -66,6 +66,7 @@ type flags struct {
 	eniTags                                                           map[string]string
 	targets                                                           warmpool.Targets
 	pe                                                                podENIFlags
+	nat                                                               natFlags
 
 	// registry holds this run's metrics; daemon is set once built, for the
 	// pool gauges (read at scrape time).
@@ -176,6 +177,9 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.pe.source, "pod-eni-source", sourceKubernetes, "")
 	fs.StringVar(&f.pe.file, "pod-eni-file", "", "")
 	fs.StringVar(&f.pe.kubeconfig, "kubeconfig", "", "")
+	if err := f.nat.register(fs, getenv); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -199,6 +203,9 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	}
 	if err := ownership.ValidatePrefix(f.vethPrefix); err != nil {
 		return nil, fmt.Errorf("--veth-prefix: %w", err)
+	}
+	if _, err := f.nat.rules(f.vethPrefix); err != nil {
+		return nil, err
 	}
 	switch f.cloudKind {
 	case "memory":
@@ -319,6 +326,17 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 		}
 		closers = append(closers, func() { h.Close() })
 		cfg.Kernel, cfg.StandInLinks = h, f.cloudKind == "memory"
+		// Nothing to translate in IPv6 mode. With external SNAT and
+		// without node ports nothing is wanted, but what an earlier run
+		// made is removed, when iptables is there to do it.
+		if !f.ipv6 {
+			cfg.HostNAT, err = f.nat.hostNAT(f.vethPrefix)
+			if err != nil && f.nat.external && !f.nat.nodePort {
+				log.Warn("no host NAT rules are wanted, and none left by an earlier run can be removed", "error", err)
+			} else if err != nil {
+				return cfg, cleanup, err
+			}
+		}
 	} else {
 		log.Warn("not touching the kernel: no ENI host networking, no reconciler, no recovery from the kernel", "why", why)
 	}

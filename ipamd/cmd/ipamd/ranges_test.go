@@ -36,6 +36,14 @@ func TestFlagRanges(t *testing.T) {
 		{args: []string{"--ipv6", "--eni-mtu", "1279"}, want: []string{"--eni-mtu", "1279", "1280 to 9001 on an IPv6"}},
 		{env: map[string]string{"AWS_VPC_ENI_MTU": "100"}, want: []string{"AWS_VPC_ENI_MTU", "100", "576 to 9001"}},
 		{env: map[string]string{"AWS_VPC_ENI_MTU": "jumbo"}, want: []string{"AWS_VPC_ENI_MTU", "jumbo", "whole number"}},
+		{args: []string{"--connmark", "0"}, want: []string{"--connmark", "AWS_VPC_K8S_CNI_CONNMARK", "1 to 0xffffffff"}},
+		{env: map[string]string{"AWS_VPC_K8S_CNI_CONNMARK": "0x100000000"}, want: []string{"AWS_VPC_K8S_CNI_CONNMARK", "0x100000000"}},
+		{env: map[string]string{"AWS_VPC_K8S_CNI_CONNMARK": "mark"}, want: []string{"AWS_VPC_K8S_CNI_CONNMARK", "mark"}},
+		{env: map[string]string{"AWS_VPC_K8S_CNI_RANDOMIZESNAT": "fully"}, want: []string{"AWS_VPC_K8S_CNI_RANDOMIZESNAT", "fully", "prng"}},
+		{env: map[string]string{"AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS": "10.1.0.0/16,fd00::/8"}, want: []string{"AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "fd00::/8", "not an IPv4 CIDR"}},
+		{args: []string{"--exclude-snat-cidrs", "10.1.0.0"}, want: []string{"--exclude-snat-cidrs", "10.1.0.0"}},
+		{env: map[string]string{"AWS_VPC_K8S_CNI_EXTERNALSNAT": "yes"}, want: []string{"AWS_VPC_K8S_CNI_EXTERNALSNAT", "yes", "true or false"}},
+		{env: map[string]string{"AWS_VPC_CNI_NODE_PORT_SUPPORT": "on"}, want: []string{"AWS_VPC_CNI_NODE_PORT_SUPPORT", "on"}},
 	}
 	for _, c := range refused {
 		t.Run(strings.Join(c.args, " ")+mapString(c.env), func(t *testing.T) {
@@ -63,6 +71,8 @@ func TestFlagRanges(t *testing.T) {
 		{"--reconcile-grace", "24h"}, {"--ip-cooldown", "0s"}, {"--ip-cooldown", "1h"}, {"--max-eni", "-1"},
 		{"--warm-eni-target", "0"}, {"--warm-ip-target", "10000"},
 		{"--eni-mtu", "576"}, {"--eni-mtu", "9001"}, {"--eni-mtu", "0"}, {"--ipv6", "--eni-mtu", "1280"},
+		{"--connmark", "0xffffffff"}, {"--connmark", "128"}, {"--randomize-snat", "none"}, {"--randomize-snat", "hashrandom"},
+		{"--exclude-snat-cidrs", "0.0.0.0/0, 172.16.0.0/12"}, {"--external-snat", "--node-port-support=false"},
 	}
 	for _, args := range accepted {
 		if _, err := parseFlags(args, func(string) string { return "" }); err != nil {

@@ -147,6 +147,34 @@ Cloud and pool:
         delegation); no further ENI is attached. ENABLE_IPv4, when set,
         must be the opposite (the reference refuses both and neither).
 
+Host SNAT and node ports (IPv4; the reference's iptables rules, through
+the iptables command, kept at start and with every reconcile pass):
+  --external-snat   (AWS_VPC_K8S_CNI_EXTERNALSNAT=true)
+        Something outside the node translates pod egress (a NAT gateway
+        the pods' subnets route to): no AWS-SNAT-CHAIN-0 and no
+        AWS-CONNMARK-CHAIN-0. Off by default: traffic leaving the VPC
+        is SNATed to the primary ENI's address, except to the VPC's CIDRs
+        and --exclude-snat-cidrs, out of a branch ENI's VLAN or to a local
+        address, and its connections are marked so replies route by the
+        main table (rule 1024, fwmark MARK/MARK lookup main).
+  --randomize-snat prng|hashrandom|none   (AWS_VPC_K8S_CNI_RANDOMIZESNAT)
+        SNAT port choice: --random-fully (default prng; --random where
+        iptables lacks it), --random, or neither.
+  --exclude-snat-cidrs CIDR,...   (AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS)
+        IPv4 destinations never SNATed, beside the VPC's own CIDRs.
+  --connmark MARK   (AWS_VPC_K8S_CNI_CONNMARK)
+        The connection mark (default 0x80; 1 to 0xffffffff, in Go's
+        number syntax). kube-proxy uses 0xc000, Calico 0xffff0000.
+  --node-port-support=false   (AWS_VPC_CNI_NODE_PORT_SUPPORT)
+        On by default: a connection that comes in on the primary ENI to a
+        local address (a NodePort) is marked, so the pod's replies leave
+        by the primary ENI and not by the pod's own.
+        Rules in PREROUTING and POSTROUTING carrying the reference's
+        comments, and chains AWS-SNAT-CHAIN-N and AWS-CONNMARK-CHAIN-N,
+        are aws-node's: a stale or duplicated one is deleted, nothing else
+        is touched. With --cloud memory outside a named network namespace
+        ipamd leaves iptables alone, as it leaves the kernel.
+
 Security groups for pods:
   --enable-pod-eni   (ENABLE_POD_ENI=true)
         Before giving a pod an address, ipamd asks the pod-ENI source
