@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vpccni/vpccni/hostnat"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -98,6 +99,10 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 		conflist := filepath.Join(hostConf, "10-aws.conflist")
 		Eventually(func() error { _, err := os.Stat(conflist); return err }, 30*time.Second, 50*time.Millisecond).Should(Succeed(), "no conflist: %s", runOut)
 		Expect(runOut.String()).To(ContainSubstring("ipamd is healthy"))
+
+		By("run picked the node's iptables mode (a fresh namespace holds no rule: nft) and ipamd wrote its SNAT rules with it")
+		Expect(runOut.String()).To(ContainSubstring(`iptables mode picked" mode=nft`))
+		Expect(hostnat.Current(n.iptables())).To(ContainElement(HaveField("Chain", hostnat.SNATChain)))
 
 		By("ipamd gave the ENIs AWS_VPC_ENI_MTU")
 		for _, eni := range []string{"eth0", "eth1"} {

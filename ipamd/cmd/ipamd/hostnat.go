@@ -30,6 +30,7 @@ type natFlags struct {
 	randomize          string
 	exclude            string // comma-separated CIDRs
 	mark               string // a number in Go syntax: 0x80, 128
+	command            string // the iptables command; "" finds iptables on PATH
 }
 
 // register adds the flags, their defaults from the environment. A
@@ -48,6 +49,7 @@ func (n *natFlags) register(fs *flag.FlagSet, getenv func(string) string) error 
 	fs.StringVar(&n.randomize, "randomize-snat", awsenv.Str(getenv, envRandomize), "")
 	fs.StringVar(&n.exclude, "exclude-snat-cidrs", awsenv.Str(getenv, envExcludeSNAT), "")
 	fs.StringVar(&n.mark, "connmark", awsenv.Str(getenv, envConnmark), "")
+	fs.StringVar(&n.command, "iptables", "", "")
 	return nil
 }
 
@@ -87,10 +89,14 @@ func (n *natFlags) hostNAT(vethPrefix string) (*ipamd.HostNAT, error) {
 	if err != nil {
 		return nil, err
 	}
-	ipt, err := iptables.NewWithProtocol(iptables.ProtocolIPv4)
+	// go-iptables' option type is unexported: the two calls are spelt out.
+	ipt, err := iptables.New(iptables.IPFamily(iptables.ProtocolIPv4))
+	if n.command != "" {
+		ipt, err = iptables.New(iptables.IPFamily(iptables.ProtocolIPv4), iptables.Path(n.command))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("iptables, for the host SNAT and connmark rules (%s=true and %s=false need none): %w",
-			envExternalSNAT, envNodePort, err)
+		return nil, fmt.Errorf("iptables %s, for the host SNAT and connmark rules (%s=true and %s=false need none): %w",
+			n.command, envExternalSNAT, envNodePort, err)
 	}
 	rules.NoRandomFully = !ipt.HasRandomFully()
 	return &ipamd.HostNAT{Tables: ipt, Rules: rules}, nil

@@ -169,6 +169,9 @@ the iptables command, kept at start and with every reconcile pass):
         On by default: a connection that comes in on the primary ENI to a
         local address (a NodePort) is marked, so the pod's replies leave
         by the primary ENI and not by the pod's own.
+  --iptables COMMAND
+        The iptables command (default: iptables on PATH). vpccni-node run
+        passes iptables-legacy or iptables-nft, whichever the node uses.
         Rules in PREROUTING and POSTROUTING carrying the reference's
         comments, and chains AWS-SNAT-CHAIN-N and AWS-CONNMARK-CHAIN-N,
         are aws-node's: a stale or duplicated one is deleted, nothing else

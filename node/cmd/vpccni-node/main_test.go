@@ -5,6 +5,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,8 @@ const (
 	envFake     = "VPCCNI_NODE_FAKE_IPAMD"
 	envExitWhen = "VPCCNI_NODE_FAKE_EXIT_WHEN"
 	envExitCode = "VPCCNI_NODE_FAKE_EXIT_CODE"
+	// envArgsFile: the fake writes its --iptables there.
+	envArgsFile = "VPCCNI_NODE_FAKE_ARGS_FILE"
 )
 
 func TestMain(m *testing.M) {
@@ -39,8 +42,14 @@ func fakeIpamd(mode string) int {
 	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
 	sock := fs.String("socket", "", "")
 	fs.Bool("fake-flag", false, "")
+	ipt := fs.String("iptables", "", "")
 	if err := fs.Parse(os.Args[1:]); err != nil || *sock == "" {
 		return 2
+	}
+	if p := os.Getenv(envArgsFile); p != "" {
+		if err := os.WriteFile(p, []byte(*ipt), 0o600); err != nil {
+			return 5
+		}
 	}
 	if mode == "crash" {
 		return 3
@@ -96,7 +105,8 @@ func (d nodeDirs) getenv(extra ...string) func(string) string {
 }
 
 func (d nodeDirs) args(extra ...string) []string {
-	return append([]string{"run", "--cni-dir", d.image, "--ipamd", os.Args[0], "--socket", d.sock, "--health-interval", "20ms"}, extra...)
+	return append([]string{"run", "--cni-dir", d.image, "--ipamd", os.Args[0], "--socket", d.sock, "--health-interval", "20ms",
+		"--iptables-mode", "path"}, extra...)
 }
 
 func (d nodeDirs) conflist() string { return filepath.Join(d.conf, "10-aws.conflist") }
@@ -199,7 +209,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 	if entries, _ := os.ReadDir(d.bin); len(entries) != 0 {
 		t.Errorf("installed %v", entries)
 	}
-	for _, args := range [][]string{d.args("--", "--socket", "/x"), d.args("--", "-socket=/x"), d.args("stray"), {"run", "--nope"}, {"nope"}} {
+	for _, args := range [][]string{d.args("--", "--socket", "/x"), d.args("--", "-socket=/x"), d.args("stray"), {"run", "--nope"}, {"nope"},
+		d.args("--", "--iptables=/usr/sbin/iptables"), d.args("--iptables-mode", "fast")} {
 		errb.Reset()
 		if code := run(args, &bytes.Buffer{}, &errb, d.getenv()); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, errb.String())
@@ -213,6 +224,34 @@ func TestHelp(t *testing.T) {
 		var out bytes.Buffer
 		if code := run(args, &out, &bytes.Buffer{}, os.Getenv); code != 0 || !strings.Contains(out.String(), "Usage:") {
 			t.Errorf("%v: exit %d\n%s", args, code, out.String())
+		}
+	}
+}
+
+// TestRunPassesTheIptablesMode: a forced mode gives ipamd that mode's
+// command, path gives none.
+func TestRunPassesTheIptablesMode(t *testing.T) {
+	for _, mode := range []string{"legacy", "nft", "path"} {
+		want := ""
+		if mode != "path" {
+			cmd, err := exec.LookPath("iptables-" + mode)
+			if err != nil {
+				t.Fatalf("iptables-%s: %v (make tools installs iptables)", mode, err)
+			}
+			want = cmd
+		}
+		d := dirs(t)
+		argsFile := filepath.Join(t.TempDir(), "args")
+		t.Setenv(envFake, "serve")
+		t.Setenv(envExitWhen, d.conflist())
+		t.Setenv(envExitCode, "0")
+		t.Setenv(envArgsFile, argsFile)
+		var errb bytes.Buffer
+		if code := run(d.args("--iptables-mode", mode), &bytes.Buffer{}, &errb, d.getenv()); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", mode, code, errb.String())
+		}
+		if b, err := os.ReadFile(argsFile); err != nil || string(b) != want {
+			t.Errorf("--iptables-mode %s: ipamd got --iptables %q (%v), want %q", mode, b, err, want)
 		}
 	}
 }

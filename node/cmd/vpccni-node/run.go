@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,7 @@ const stopGrace = 8 * time.Second
 
 type runFlags struct {
 	cniDir, ipamdPath, socket string
+	iptablesMode              string
 	healthy, interval         time.Duration
 }
 
@@ -49,6 +51,13 @@ absolute path or stderr) and pluginLogLevel (AWS_VPC_K8S_PLUGIN_LOG_LEVEL);
 then portmap; then bandwidth with ENABLE_BANDWIDTH_PLUGIN=true, and tuning
 turning IPv6 off in the pods with DISABLE_POD_V6=true.
 
+ipamd writes the node's SNAT and connmark rules with iptables, in the
+node's mode: --iptables-mode auto (the default) picks legacy or nft as
+the Kubernetes iptables wrappers do (the mode holding kubelet's
+KUBE-IPTABLES-HINT chain, else the one with more rules, nft on a tie)
+and passes ipamd --iptables iptables-<mode>; legacy or nft force one;
+path leaves ipamd with the iptables on its PATH.
+
 Exit status: 1 when a setting is refused or a step fails (each problem on
 a line of its own, naming the variable), 2 on a wrong command line, else
 ipamd's (128+N when a signal N killed it).`,
@@ -62,6 +71,7 @@ ipamd's (128+N when a signal N killed it).`,
 	c.Flags().StringVar(&f.cniDir, "cni-dir", besideMe("cni"), "the image's directory of CNI plugins, where vpc-cni is")
 	c.Flags().StringVar(&f.ipamdPath, "ipamd", besideMe("ipamd"), "the ipamd binary")
 	c.Flags().StringVar(&f.socket, "socket", ipamd.DefaultSocket, "ipamd's socket: passed to ipamd, probed, and written in the conflist when not the default")
+	c.Flags().StringVar(&f.iptablesMode, "iptables-mode", node.ModeAuto, "auto, legacy, nft or path: the iptables mode ipamd writes the node's rules in")
 	c.Flags().DurationVar(&f.healthy, "healthy-timeout", 5*time.Minute, "how long ipamd may take to answer its health check before the container fails")
 	c.Flags().DurationVar(&f.interval, "health-interval", time.Second, "time between health checks while ipamd starts")
 	return c
@@ -72,9 +82,19 @@ func runNode(ctx context.Context, log *slog.Logger, getenv func(string) string, 
 		ctx = context.Background()
 	}
 	for _, a := range ipamdArgs {
-		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "socket" {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-"):
+		case name == "socket":
 			return &exitError{exitUsage, fmt.Errorf("run: give ipamd's socket as run's --socket, not after --: run probes it")}
+		case name == "iptables":
+			return &exitError{exitUsage, fmt.Errorf("run: choose ipamd's iptables with run's --iptables-mode, not after --")}
 		}
+	}
+	switch f.iptablesMode {
+	case node.ModeAuto, node.ModeLegacy, node.ModeNFT, node.ModePath:
+	default:
+		return &exitError{exitUsage, fmt.Errorf("run: --iptables-mode %q: want auto, legacy, nft or path", f.iptablesMode)}
 	}
 	if f.healthy <= 0 || f.interval <= 0 {
 		return &exitError{exitUsage, fmt.Errorf("run: --healthy-timeout and --health-interval must be positive")}
@@ -90,6 +110,10 @@ func runNode(ctx context.Context, log *slog.Logger, getenv func(string) string, 
 	if err != nil {
 		return failed(err)
 	}
+	iptablesArgs, err := iptablesFor(ctx, log, f.iptablesMode)
+	if err != nil {
+		return failed(err)
+	}
 	dst := filepath.Join(s.HostBinDir, "vpc-cni")
 	if err := node.InstallFile(filepath.Join(f.cniDir, "vpc-cni"), dst, 0o755); err != nil {
 		return failed(fmt.Errorf("install vpc-cni: %w", err))
@@ -101,7 +125,7 @@ func runNode(ctx context.Context, log *slog.Logger, getenv func(string) string, 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	d, err := node.StartIpamd(f.ipamdPath, append([]string{"--socket", f.socket}, ipamdArgs...))
+	d, err := node.StartIpamd(f.ipamdPath, slices.Concat([]string{"--socket", f.socket}, iptablesArgs, ipamdArgs))
 	if err != nil {
 		return failed(err)
 	}
@@ -173,4 +197,24 @@ func stop(log *slog.Logger, d *node.Daemon) {
 		d.Signal(syscall.SIGKILL)
 		<-d.Exited()
 	}
+}
+
+// iptablesFor is ipamd's --iptables for a mode (none for path).
+func iptablesFor(ctx context.Context, log *slog.Logger, mode string) ([]string, error) {
+	switch mode {
+	case node.ModePath:
+		return nil, nil
+	case node.ModeAuto:
+		c, err := node.PickIptablesMode(ctx, node.ExecSaver)
+		if err != nil {
+			return nil, fmt.Errorf("pick the iptables mode (--iptables-mode legacy, nft or path chooses it): %w", err)
+		}
+		log.Info("iptables mode picked", "mode", c.Mode, "why", c.Why, "legacyRules", c.Legacy, "nftRules", c.NF)
+		mode = c.Mode
+	}
+	cmd, err := node.IptablesCommand(mode)
+	if err != nil {
+		return nil, fmt.Errorf("iptables in %s mode: %w", mode, err)
+	}
+	return []string{"--iptables=" + cmd}, nil
 }
