@@ -244,10 +244,12 @@ verify-generated: proto mocks
 ## Deploying (deploy/, docs/deploying.md): these need Docker, kind and
 ## kubectl, which `make test` does not; each says what is missing and stops.
 IMAGE        ?= vpccni:$(VERSION)
+INIT_IMAGE   ?= vpccni-init:$(VERSION)
 KIND_CLUSTER ?= vpccni
-# The image deploy/kubernetes names; kind-load puts $(IMAGE) in its place.
-# deploy/deploy_test.go checks that the two agree.
-MANIFEST_IMAGE := vpccni:dev
+# The images deploy/kubernetes names; kind-load puts $(IMAGE) and
+# $(INIT_IMAGE) in their place. go test ./deploy/ checks that they agree.
+MANIFEST_IMAGE      := vpccni:dev
+MANIFEST_INIT_IMAGE := vpccni-init:dev
 KUBECTL_KIND = kubectl --context kind-$(KIND_CLUSTER)
 
 # need TOOL,WHERE: stop the recipe when TOOL is not on PATH, saying so.
@@ -258,10 +260,12 @@ DOCKER_HINT  = Install Docker: https://docs.docker.com/engine/install/
 KIND_HINT    = Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/
 KUBECTL_HINT = Install kubectl: https://kubernetes.io/docs/tasks/tools/
 
-## image: the node image (ipamd, vpc-cni, portmap, loopback, the conflist, install-cni.sh).
+## image: the two node images (deploy/Dockerfile): $(INIT_IMAGE) for the
+## aws-vpc-cni-init container and $(IMAGE) for aws-node.
 image:
 	@$(call need,docker,$(DOCKER_HINT))
 	@$(docker_up)
+	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) --target init -t $(INIT_IMAGE) .
 	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## kind-up: a kind cluster without a CNI (one control-plane node, one worker).
@@ -271,17 +275,17 @@ kind-up:
 	@$(docker_up)
 	kind create cluster --config deploy/kind.yaml --name $(KIND_CLUSTER)
 
-## kind-load: load $(IMAGE) (make image) into the cluster, apply deploy/kubernetes with it.
+## kind-load: load $(IMAGE) and $(INIT_IMAGE) (make image) into the cluster, apply deploy/kubernetes with them.
 kind-load:
 	@$(call need,docker,$(DOCKER_HINT))
 	@$(call need,kind,$(KIND_HINT))
 	@$(call need,kubectl,$(KUBECTL_HINT))
 	@$(docker_up)
-	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+	kind load docker-image $(IMAGE) $(INIT_IMAGE) --name $(KIND_CLUSTER)
 	for f in deploy/kubernetes/*.yaml; do \
-	  sed 's|image: $(MANIFEST_IMAGE)$$|image: $(IMAGE)|' "$$f" | $(KUBECTL_KIND) apply -f - || exit 1; \
+	  sed -e 's|image: $(MANIFEST_IMAGE)$$|image: $(IMAGE)|' -e 's|image: $(MANIFEST_INIT_IMAGE)$$|image: $(INIT_IMAGE)|' "$$f" | $(KUBECTL_KIND) apply -f - || exit 1; \
 	done
-	$(KUBECTL_KIND) -n kube-system rollout status daemonset/vpccni-node --timeout=180s
+	$(KUBECTL_KIND) -n kube-system rollout status daemonset/aws-node --timeout=180s
 
 kind-down:
 	@$(call need,docker,$(DOCKER_HINT))

@@ -1,11 +1,14 @@
 package deploy
 
 // The deploy files are parsed into their real types (Kubernetes objects
-// with the client-go scheme's strict decoder, the conflist with libcni and
-// the plugin's own parser) and checked against each other and against the
-// binaries' defaults (checks_test.go). TestBrokenCopies shows that every
-// check can fail: each entry breaks one thing in a copy of the files, and
-// the copy must be rejected for that reason.
+// with the client-go scheme's strict decoder, the Dockerfile's stages, the
+// kind cluster strictly) and checked against each other, against the
+// binaries (what vpccni-node and ipamd read, where they look) and against
+// the conflist vpccni-node run would write for the DaemonSet's
+// environment. The checks are in checks_*_test.go; TestBrokenCopies
+// (broken_test.go) shows that every check can fail for its reason, and
+// reference_test.go runs the same pod checks on the reference's own
+// manifest with vpccni's images in it.
 
 import (
 	"bytes"
@@ -24,17 +27,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/vpccni/vpccni/node"
 )
 
 // Files, relative to the repository root.
 const (
-	conflistPath     = "deploy/10-vpccni.conflist"
 	dockerfilePath   = "deploy/Dockerfile"
 	dockerignorePath = "deploy/Dockerfile.dockerignore"
-	scriptPath       = "deploy/install-cni.sh"
 	kindPath         = "deploy/kind.yaml"
 	manifestDir      = "deploy/kubernetes"
 	makefilePath     = "Makefile"
+	goModPath        = "go.mod"
 )
 
 // repoRoot is the repository root as seen from this package's directory,
@@ -48,7 +52,7 @@ type files map[string][]byte
 func readFiles(t *testing.T) files {
 	t.Helper()
 	fs := files{}
-	for _, p := range []string{conflistPath, dockerfilePath, dockerignorePath, scriptPath, kindPath, makefilePath} {
+	for _, p := range []string{dockerfilePath, dockerignorePath, kindPath, makefilePath, goModPath} {
 		b, err := os.ReadFile(filepath.Join(repoRoot, p))
 		if err != nil {
 			t.Fatal(err)
@@ -82,12 +86,15 @@ type object struct {
 // bundle is everything the checks look at, parsed.
 type bundle struct {
 	objects    []object
-	conflist   []byte
 	dockerfile *dockerfile
 	ignore     []string // patterns of Dockerfile.dockerignore
-	script     string
 	kind       []byte
 	makefile   string
+	goMod      string
+	// conflistFor is what vpccni-node run writes for its settings:
+	// node.Conflist, which a broken copy may replace to show that the
+	// conflist checks look at its output.
+	conflistFor func(node.Settings) ([]byte, error)
 }
 
 // strictDecoder decodes any type the client-go scheme knows, by its
@@ -141,7 +148,7 @@ func decodeManifests(name string, data []byte) ([]object, error) {
 
 // parse decodes the files; a parse error is a rejection, as a check's is.
 func parse(fs files) (*bundle, error) {
-	b := &bundle{conflist: fs[conflistPath], script: string(fs[scriptPath]), kind: fs[kindPath], makefile: string(fs[makefilePath])}
+	b := &bundle{kind: fs[kindPath], makefile: string(fs[makefilePath]), goMod: string(fs[goModPath]), conflistFor: node.Conflist}
 	var names []string
 	for name := range fs {
 		if strings.HasPrefix(name, manifestDir+"/") {
@@ -180,7 +187,7 @@ func (b *bundle) daemonSet() (*appsv1.DaemonSet, error) {
 		}
 	}
 	if len(found) != 1 {
-		return nil, fmt.Errorf("want exactly one DaemonSet in %s, found %d", manifestDir, len(found))
+		return nil, fmt.Errorf("want exactly one DaemonSet in the manifests, found %d", len(found))
 	}
 	return found[0], nil
 }
@@ -199,45 +206,46 @@ func container(ds *appsv1.DaemonSet, init bool, name string) (*corev1.Container,
 	return nil, fmt.Errorf("DaemonSet %s has no %s %q", ds.Name, what, name)
 }
 
-func (b *bundle) serviceAccounts() []*corev1.ServiceAccount {
-	var out []*corev1.ServiceAccount
+// ofType lists the objects of type T.
+func ofType[T runtime.Object](b *bundle) []T {
+	var out []T
 	for _, o := range b.objects {
-		if v, ok := o.obj.(*corev1.ServiceAccount); ok {
+		if v, ok := o.obj.(T); ok {
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-func (b *bundle) clusterRoles() []*rbacv1.ClusterRole {
-	var out []*rbacv1.ClusterRole
-	for _, o := range b.objects {
-		if v, ok := o.obj.(*rbacv1.ClusterRole); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
+func (b *bundle) serviceAccounts() []*corev1.ServiceAccount { return ofType[*corev1.ServiceAccount](b) }
+func (b *bundle) clusterRoles() []*rbacv1.ClusterRole       { return ofType[*rbacv1.ClusterRole](b) }
 func (b *bundle) clusterRoleBindings() []*rbacv1.ClusterRoleBinding {
-	var out []*rbacv1.ClusterRoleBinding
-	for _, o := range b.objects {
-		if v, ok := o.obj.(*rbacv1.ClusterRoleBinding); ok {
-			out = append(out, v)
-		}
-	}
-	return out
+	return ofType[*rbacv1.ClusterRoleBinding](b)
 }
 
-// check runs every check; each names what is wrong.
-func check(b *bundle) []error {
+// namedCheck is one check; each returns every problem it finds, each
+// naming what is wrong and why it matters.
+type namedCheck struct {
+	name string
+	fn   func(*bundle) error
+}
+
+// run runs the checks in order.
+func run(b *bundle, list []namedCheck) []error {
 	var errs []error
-	for _, c := range checks {
+	for _, c := range list {
 		if err := c.fn(b); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
 		}
 	}
 	return errs
+}
+
+// check runs every check on vpccni's own files: the pod checks the
+// reference's manifest must pass too, then those only vpccni's files
+// are held to (least privilege, the image build, the Makefile, kind).
+func check(b *bundle) []error {
+	return run(b, append(append([]namedCheck{}, podChecks...), ownChecks...))
 }
 
 func TestDeployFilesParseAndAgree(t *testing.T) {
@@ -249,7 +257,7 @@ func TestDeployFilesParseAndAgree(t *testing.T) {
 	for _, o := range b.objects {
 		kinds[fmt.Sprintf("%T", o.obj)]++
 	}
-	t.Logf("decoded %d objects: %v", len(b.objects), kinds)
+	t.Logf("decoded %d objects: %v; %d checks", len(b.objects), kinds, len(podChecks)+len(ownChecks))
 	for _, err := range check(b) {
 		t.Error(err)
 	}
@@ -269,231 +277,5 @@ func TestSplitDocuments(t *testing.T) {
 	}
 }
 
-// brokenCopy breaks one thing in a copy of the files. Either a text edit
-// (old must occur in file; every occurrence is replaced by new) or an edit of the parsed
-// objects; the copy must be rejected with an error that contains want.
-type brokenCopy struct {
-	name     string
-	file     string
-	old, new string
-	edit     func(t *testing.T, b *bundle)
-	want     string
-}
-
-func brokenCopies() []brokenCopy {
-	ds := func(t *testing.T, b *bundle) *appsv1.DaemonSet {
-		d, err := b.daemonSet()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	ipamdC := func(t *testing.T, b *bundle) *corev1.Container {
-		c, err := container(ds(t, b), false, ipamdContainer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	initC := func(t *testing.T, b *bundle) *corev1.Container {
-		c, err := container(ds(t, b), true, installContainer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	setEnv := func(c *corev1.Container, name, value string) {
-		for i := range c.Env {
-			if c.Env[i].Name == name {
-				c.Env[i].Value = value
-				return
-			}
-		}
-		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
-	}
-	dsFile := manifestDir + "/daemonset.yaml"
-	rbacFile := manifestDir + "/rbac.yaml"
-	return []brokenCopy{
-		// Typos the strict decoder must catch.
-		{name: "misspelt field", file: dsFile, old: "terminationGracePeriodSeconds:", new: "terminationGracePeriodSecond:", want: `unknown field "spec.template.spec.terminationGracePeriodSecond"`},
-		{name: "field in the wrong case", file: dsFile, old: "hostNetwork:", new: "hostnetwork:", want: `unknown field "spec.template.spec.hostnetwork"`},
-		{name: "value of the wrong type", file: dsFile, old: "terminationGracePeriodSeconds: 10", new: "terminationGracePeriodSeconds: ten", want: "terminationGracePeriodSeconds"},
-		{name: "duplicate field", file: dsFile, old: "      hostNetwork: true\n", new: "      hostNetwork: true\n      hostNetwork: false\n", want: `key "hostNetwork" already set`},
-		{name: "misspelt kind", file: dsFile, old: "kind: DaemonSet", new: "kind: DeamonSet", want: `no kind "DeamonSet"`},
-		{name: "unknown field in a later document", file: rbacFile, old: "roleRef:", new: "roleref:", want: `unknown field "roleref"`},
-
-		// The DaemonSet itself.
-		{name: "volume mount names no volume", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).VolumeMounts[0].Name = "run-dri"
-		}, want: `mounts volume "run-dri", which the pod does not have`},
-		{name: "volume nobody mounts", edit: func(t *testing.T, b *bundle) {
-			d := ds(t, b)
-			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "xtables-lock",
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/xtables.lock"}}})
-		}, want: `volume "xtables-lock" is mounted by no container`},
-		{name: "not hostNetwork", edit: func(t *testing.T, b *bundle) { ds(t, b).Spec.Template.Spec.HostNetwork = false }, want: "hostNetwork"},
-		{name: "priority class dropped", edit: func(t *testing.T, b *bundle) { ds(t, b).Spec.Template.Spec.PriorityClassName = "" }, want: "system-node-critical"},
-		{name: "longer grace period", edit: func(t *testing.T, b *bundle) {
-			g := int64(30)
-			ds(t, b).Spec.Template.Spec.TerminationGracePeriodSeconds = &g
-		}, want: "terminationGracePeriodSeconds"},
-		{name: "tolerates only NoSchedule", edit: func(t *testing.T, b *bundle) {
-			ds(t, b).Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-		}, want: "tolerate every taint"},
-		{name: "cluster DNS", edit: func(t *testing.T, b *bundle) {
-			ds(t, b).Spec.Template.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
-		}, want: "dnsPolicy"},
-		{name: "selector does not select the pods", edit: func(t *testing.T, b *bundle) {
-			ds(t, b).Spec.Template.Labels = map[string]string{"app": "other"}
-		}, want: "selector"},
-		{name: "two images", edit: func(t *testing.T, b *bundle) { initC(t, b).Image = "vpccni:old" }, want: "one image"},
-		{name: "no resource requests", edit: func(t *testing.T, b *bundle) { ipamdC(t, b).Resources = corev1.ResourceRequirements{} }, want: "requests"},
-		{name: "ipamd without SYS_ADMIN", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
-		}, want: "SYS_ADMIN"},
-
-		// Service account and RBAC.
-		{name: "service account that does not exist", edit: func(t *testing.T, b *bundle) {
-			ds(t, b).Spec.Template.Spec.ServiceAccountName = "aws-node"
-		}, want: `ServiceAccount kube-system/aws-node`},
-		{name: "role without get", edit: func(t *testing.T, b *bundle) {
-			b.clusterRoles()[0].Rules[0].Verbs = []string{"list", "watch"}
-		}, want: "get pods"},
-		{name: "role with pods in another group", edit: func(t *testing.T, b *bundle) {
-			b.clusterRoles()[0].Rules[0].APIGroups = []string{"apps"}
-		}, want: "get pods"},
-		{name: "role that may do anything", edit: func(t *testing.T, b *bundle) {
-			b.clusterRoles()[0].Rules = append(b.clusterRoles()[0].Rules, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
-		}, want: "more than ipamd uses"},
-		{name: "role that may patch pods", edit: func(t *testing.T, b *bundle) {
-			r := &b.clusterRoles()[0].Rules[0]
-			r.Verbs = append(r.Verbs, "patch")
-		}, want: `"patch" on pods`},
-		{name: "binding to another account", edit: func(t *testing.T, b *bundle) {
-			b.clusterRoleBindings()[0].Subjects[0].Name = "default"
-		}, want: "no ClusterRoleBinding"},
-		{name: "binding to a missing role", edit: func(t *testing.T, b *bundle) {
-			b.clusterRoleBindings()[0].RoleRef.Name = "aws-node"
-		}, want: "no ClusterRoleBinding"},
-
-		// The init container, the script and the image.
-		{name: "script not in the image", edit: func(t *testing.T, b *bundle) {
-			initC(t, b).Command = []string{"/bin/sh", "/app/install.sh"}
-		}, want: `"/app/install.sh" is not in the image`},
-		{name: "script copied from a file that does not exist", file: dockerfilePath, old: "COPY deploy/install-cni.sh", new: "COPY deploy/install.sh", want: "deploy/install.sh does not exist"},
-		{name: "script needs a variable the manifest does not set", edit: func(t *testing.T, b *bundle) {
-			c := initC(t, b)
-			c.Env = c.Env[1:]
-		}, want: "IMAGE_CNI_BIN_DIR"},
-		{name: "installs another conflist", edit: func(t *testing.T, b *bundle) {
-			setEnv(initC(t, b), "IMAGE_CNI_CONFLIST", "/etc/cni/net.d/10-aws.conflist")
-		}, want: "10-aws.conflist"},
-		{name: "image's conflist is another file", file: dockerfilePath, old: "COPY deploy/10-vpccni.conflist", new: "COPY deploy/kind.yaml", want: "deploy/10-vpccni.conflist"},
-		{name: "conflist into the bin directory", edit: func(t *testing.T, b *bundle) {
-			setEnv(initC(t, b), "HOST_CNI_NET_DIR", "/host/opt/cni/bin")
-		}, want: "/etc/cni/net.d"},
-		{name: "bin directory mounted read-only", edit: func(t *testing.T, b *bundle) {
-			initC(t, b).VolumeMounts[0].ReadOnly = true
-		}, want: "read-only"},
-		{name: "plugin built from the wrong package", file: dockerfilePath, old: "-o /out/vpc-cni ./plugin/cmd/vpc-cni", new: "-o /out/vpc-cni ./ipamd/cmd/ipamd", want: "./plugin/cmd/vpc-cni"},
-		{name: "cgo on", file: dockerfilePath, old: "ENV CGO_ENABLED=0", new: "ENV CGO_ENABLED=1", want: "CGO_ENABLED=0"},
-		{name: "no version", file: dockerfilePath, old: "-X main.buildVersion=${VERSION}", new: "", want: "buildVersion"},
-		{name: "build context ignores deploy/", file: dockerignorePath, old: "bin\n", new: "bin\ndeploy\n", want: "excludes deploy/"},
-		{name: "ipamd binary not in the image", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).Command = []string{"/app/ipamd"}
-		}, want: `"/app/ipamd" is not in the image`},
-		{name: "Makefile substitutes another image", file: makefilePath, old: "MANIFEST_IMAGE := vpccni:dev", new: "MANIFEST_IMAGE := vpccni:latest", want: "MANIFEST_IMAGE"},
-
-		// ipamd against the plugin's conflist and its own defaults.
-		{name: "socket elsewhere", edit: func(t *testing.T, b *bundle) {
-			c := ipamdC(t, b)
-			c.Args = append(c.Args, "--socket", "/var/run/aws-node/other.sock")
-		}, want: "/var/run/aws-node/other.sock"},
-		{name: "socket directory not on the host", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).VolumeMounts[0].MountPath = "/run/vpccni"
-		}, want: "not on a hostPath"},
-		{name: "checkpoint inside the container", edit: func(t *testing.T, b *bundle) {
-			setEnv(ipamdC(t, b), "AWS_VPC_K8S_CNI_BACKING_STORE", "/tmp/ipam.json")
-		}, want: "checkpoint /tmp/ipam.json"},
-		{name: "veth prefix differs from the conflist's", edit: func(t *testing.T, b *bundle) {
-			setEnv(ipamdC(t, b), "AWS_VPC_K8S_CNI_VETHPREFIX", "vpc")
-		}, want: "vethPrefix"},
-		{name: "environment variable ipamd does not read", edit: func(t *testing.T, b *bundle) {
-			setEnv(ipamdC(t, b), "WARM_IP_TARGETS", "5")
-		}, want: "WARM_IP_TARGETS"},
-		{name: "unknown cloud", edit: func(t *testing.T, b *bundle) { ipamdC(t, b).Args = []string{"--cloud", "gcp"} }, want: "--cloud"},
-		{name: "probe on another port", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).ReadinessProbe.HTTPGet.Port.IntVal = 61680
-		}, want: "port 61680"},
-		{name: "probe on the pod IP", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).LivenessProbe.HTTPGet.Host = ""
-		}, want: "host"},
-		{name: "probe on a path ipamd does not serve", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).LivenessProbe.HTTPGet.Path = "/healthz"
-		}, want: "/healthz"},
-		{name: "no liveness probe", edit: func(t *testing.T, b *bundle) { ipamdC(t, b).LivenessProbe = nil }, want: "livenessProbe"},
-		{name: "introspection disabled under the probes", edit: func(t *testing.T, b *bundle) {
-			setEnv(ipamdC(t, b), "DISABLE_INTROSPECTION", "true")
-		}, want: "introspection is disabled"},
-		{name: "introspection moved", edit: func(t *testing.T, b *bundle) {
-			setEnv(ipamdC(t, b), "INTROSPECTION_BIND_ADDRESS", "127.0.0.1:61690")
-		}, want: "61690"},
-		{name: "metrics port wrong", edit: func(t *testing.T, b *bundle) {
-			ipamdC(t, b).Ports[0].ContainerPort = 9090
-		}, want: "61678"},
-
-		// The conflist.
-		{name: "conflist not JSON", file: conflistPath, old: `"plugins": [`, new: `"plugins": [,`, want: "is not JSON"},
-		{name: "conflist key misspelt", file: conflistPath, old: `"disableCheck"`, new: `"disablecheck"`, want: `"disablecheck"`},
-		{name: "plugin type misspelt", file: conflistPath, old: `"type": "vpc-cni"`, new: `"type": "vpccni"`, want: "plugin types"},
-		{name: "portmap not chained", file: conflistPath, old: `"type": "portmap"`, new: `"type": "bandwidth"`, want: "plugin types"},
-		{name: "portmap without snat", file: conflistPath, old: `"snat": true`, new: `"snat": false`, want: "snat"},
-		{name: "network renamed", file: conflistPath, old: `"name": "aws-cni",
-  "disableCheck"`, new: `"name": "vpccni",
-  "disableCheck"`, want: "aws-cni"},
-		{name: "CNI version containerd 1.6 refuses", file: conflistPath, old: `"cniVersion": "1.0.0"`, new: `"cniVersion": "1.1.0"`, want: "1.0.0"},
-		{name: "netconf field misspelt", file: conflistPath, old: `"ipamdAddress"`, new: `"ipamdAdress"`, want: `"ipamdAdress"`},
-		{name: "netconf field in the wrong case", file: conflistPath, old: `"vethPrefix"`, new: `"vethprefix"`, want: `"vethprefix"`},
-		{name: "netconf value the plugin refuses", file: conflistPath, old: `"mtu": "9001"`, new: `"mtu": "90001"`, want: "mtu"},
-		{name: "netconf timeout the plugin refuses", file: conflistPath, old: `"ipamdTimeout": "5s"`, new: `"ipamdTimeout": "5"`, want: "ipamdTimeout"},
-		{name: "plugin dials another socket", file: conflistPath, old: "unix:///var/run/aws-node/ipamd.sock", new: "unix:///run/vpccni/ipamd.sock", want: "/run/vpccni/ipamd.sock"},
-		{name: "plugin log where the node has no directory", file: conflistPath, old: "/var/log/aws-routed-eni/plugin.log", new: "/var/log/vpccni/plugin.log", want: "/var/log/vpccni"},
-
-		// The kind cluster.
-		{name: "kind keeps its CNI", file: kindPath, old: "disableDefaultCNI: true", new: "disableDefaultCNI: false", want: "disableDefaultCNI"},
-		{name: "kind field misspelt", file: kindPath, old: "disableDefaultCNI", new: "disabledDefaultCNI", want: "disabledDefaultCNI"},
-		{name: "kind without a worker", file: kindPath, old: "  - role: worker\n", new: "", want: "worker"},
-	}
-}
-
-func TestBrokenCopies(t *testing.T) {
-	for _, bc := range brokenCopies() {
-		t.Run(bc.name, func(t *testing.T) {
-			fs := readFiles(t)
-			if bc.file != "" {
-				if !bytes.Contains(fs[bc.file], []byte(bc.old)) {
-					t.Fatalf("%s does not contain %q: the broken copy would be the original", bc.file, bc.old)
-				}
-				fs[bc.file] = bytes.ReplaceAll(fs[bc.file], []byte(bc.old), []byte(bc.new))
-			}
-			b, err := parse(fs)
-			var errs []error
-			if err != nil {
-				errs = []error{err}
-			} else {
-				if bc.edit != nil {
-					bc.edit(t, b)
-				}
-				errs = check(b)
-			}
-			if len(errs) == 0 {
-				t.Fatalf("accepted; want an error naming %q", bc.want)
-			}
-			got := errors.Join(errs...).Error()
-			if !strings.Contains(got, bc.want) {
-				t.Fatalf("rejected, but no error names %q:\n%s", bc.want, got)
-			}
-			t.Logf("rejected:\n%s", got)
-		})
-	}
-}
+// joined is the errors as one text, for the broken copies' matches.
+func joined(errs []error) string { return errors.Join(errs...).Error() }
