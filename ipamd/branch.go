@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/podeni"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 )
@@ -47,6 +48,7 @@ func (h *handler) addBranch(ctx context.Context, log *slog.Logger, req *rpc.AddN
 	if err != nil {
 		log.Warn("no address: cannot tell whether the pod has a branch ENI", "outcome", outcomeBranchLookup, "error", err)
 		h.d.countAdd(outcomeBranchLookup)
+		h.d.cfg.Metrics.PodENIError(metrics.PodENILookup)
 		return fail, true
 	}
 	if b == nil {
@@ -61,18 +63,21 @@ func (h *handler) addBranch(ctx context.Context, log *slog.Logger, req *rpc.AddN
 	if _, ok := h.d.inst.Trunk(); !ok {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeNoTrunk, "reason", "the instance has no trunk ENI")
 		h.d.countAdd(outcomeNoTrunk)
+		h.d.cfg.Metrics.PodENIError(metrics.PodENINoTrunk)
 		return fail, true
 	}
 	parent, err := h.trunkIndex()
 	if err != nil {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeNoTrunk, "error", err)
 		h.d.countAdd(outcomeNoTrunk)
+		h.d.cfg.Metrics.PodENIError(metrics.PodENINoTrunk)
 		return fail, true
 	}
 	ip, gw, err := b.Addressing(h.d.cfg.IPv6)
 	if err != nil {
 		log.Warn("no address for a branch-ENI pod", "outcome", outcomeBranchInvalid, "error", err)
 		h.d.countAdd(outcomeBranchInvalid)
+		h.d.cfg.Metrics.PodENIError(metrics.PodENIInvalid)
 		return fail, true
 	}
 	// DeviceNumber -1 and table 0: the address is on no ENI of the pool
@@ -127,6 +132,7 @@ func (h *handler) delBranch(ctx context.Context, log *slog.Logger, req *rpc.DelN
 	if err != nil {
 		log.Error("not in the datastore and cannot tell whether the pod has a branch ENI", "outcome", outcomeBranchLookup, "error", err)
 		h.d.countDel(outcomeBranchLookup, req.GetReason())
+		h.d.cfg.Metrics.PodENIError(metrics.PodENILookup)
 		return nil, true, status.Error(codes.Internal, err.Error())
 	}
 	if b == nil {
@@ -146,6 +152,7 @@ func (h *handler) delBranch(ctx context.Context, log *slog.Logger, req *rpc.DelN
 		err = fmt.Errorf("pod %s/%s: %w", req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME(), err)
 		log.Error("branch-ENI pod with an unusable branch ENI", "outcome", outcomeBranchInvalid, "error", err)
 		h.d.countDel(outcomeBranchInvalid, req.GetReason())
+		h.d.cfg.Metrics.PodENIError(metrics.PodENIInvalid)
 		return nil, true, status.Error(codes.Internal, err.Error())
 	}
 	md := &rpc.IPAllocationMetadata{}

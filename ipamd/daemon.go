@@ -365,12 +365,14 @@ func New(cfg Config) (*Daemon, error) {
 // process that can connect can take or free pod addresses. A stopped
 // Daemon may be started again; it keeps its datastore (a new Daemon is a
 // restarted process).
-func (d *Daemon) Start() error {
+func (d *Daemon) Start() (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.listener != nil {
 		return errors.New("ipamd: already started")
 	}
+	began := time.Now() // the real clock: Config.Now may be a simulated one
+	defer func() { d.observeStartup(time.Since(began), err) }()
 	if err := d.bringUp(); err != nil {
 		if w := d.ckpt.Swap(nil); w != nil {
 			w.Close() // the process does not come up: nothing more is written
@@ -422,18 +424,24 @@ func (d *Daemon) Start() error {
 	return nil
 }
 
-// bringUp runs once per Start, before serving.
-func (d *Daemon) bringUp() error {
+// bringUp runs once per Start, before serving. Its error is labelled
+// with the step that failed, for the start-up metrics.
+func (d *Daemon) bringUp() (err error) {
+	steps := d.beginBringUp()
+	defer func() { err = steps.end(err) }()
 	if d.eni != nil {
 		for _, e := range d.inst.ENIs {
 			if err := d.eni.Setup(e); err != nil {
 				return fmt.Errorf("ipamd: %w", err)
 			}
 		}
+		steps.at(metrics.StartupHostNAT)
 		if err := d.syncHostNAT(); err != nil {
 			return err
 		}
 	}
+	steps.nodeInitialized()
+	steps.at(metrics.StartupCheckpoint)
 	if d.cfg.Checkpoint != "" && d.ckpt.Load() == nil {
 		// A Daemon restarted in-process keeps its memory; only a new one
 		// (a new process) reads the checkpoint.
@@ -453,11 +461,13 @@ func (d *Daemon) bringUp() error {
 	}
 	// Before the reconciler and before serving: the queue says which
 	// addresses are free for sure, the reconciler only judges.
+	steps.at(metrics.StartupReleaseQueue)
 	if err := d.drainReleaseQueue(); err != nil {
 		return err
 	}
 	// Handed-over veths of the last run (their addresses still held):
 	// deleted and released before the reconciler judges the pool.
+	steps.at(metrics.StartupReap)
 	if err := d.reapOnce(context.Background(), d.startupFault); err != nil {
 		return err
 	}

@@ -23,11 +23,13 @@ type HostNAT struct {
 // with each reconcile pass, so a rule deleted by hand (or a VPC CIDR
 // added) is put right within a pass. IPv4 only: in IPv6 mode there is
 // nothing to translate, as in the reference.
-func (d *Daemon) syncHostNAT() error {
+func (d *Daemon) syncHostNAT() (err error) {
 	nat := d.cfg.HostNAT
 	if nat == nil || d.eni == nil || d.cfg.IPv6 {
 		return nil
 	}
+	d.hostNATStarted()
+	defer func() { d.hostNATDone(err) }()
 	cfg, err := d.hostNATConfig(nat.Rules)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/warmpool"
 )
 
@@ -76,7 +77,9 @@ func (d *Daemon) reconcileOnce(ctx context.Context) {
 	d.reconMu.Lock()
 	d.reconciledAt = d.cfg.Now()
 	d.reconMu.Unlock()
+	d.cfg.Metrics.ActionStarted(metrics.FnReconcilePass)
 	rep, err := d.recon.Run(ctx)
+	d.cfg.Metrics.ActionDone(metrics.FnReconcilePass, err)
 	d.cfg.Metrics.ReconcilerRun(err) // a nil *Metrics does nothing
 	for kind, n := range rep.Counts {
 		d.cfg.Metrics.ReconcilerRemoved(string(kind), n)

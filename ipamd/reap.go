@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/internal/failpoint"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
@@ -64,12 +65,14 @@ func (d *Daemon) callFault(ctx context.Context) func(failpoint.Name) error {
 // failpoints: the daemon's own (callFault) when it serves, startupFault
 // in Start (where a crash is Start's error); an error from it ends the
 // pass and is returned.
-func (d *Daemon) reapOnce(ctx context.Context, fault func(failpoint.Name) error) error {
+func (d *Daemon) reapOnce(ctx context.Context, fault func(failpoint.Name) error) (err error) {
 	if !d.canTakeVeths() {
 		return nil
 	}
 	d.reapMu.Lock()
 	defer d.reapMu.Unlock()
+	d.cfg.Metrics.ActionStarted(metrics.FnReapHandedOver)
+	defer func() { d.cfg.Metrics.ActionDone(metrics.FnReapHandedOver, err) }()
 	finished := 0
 	for _, a := range d.store.Releasing() {
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
@@ -21,11 +22,13 @@ import (
 // restore loads the checkpoint into the datastore
 // (docs/reference-facts.md#restart-and-recovery), or rebuilds the allocations from the kernel
 // when the policy says so.
-func (d *Daemon) restore() error {
+func (d *Daemon) restore() (err error) {
 	path := d.cfg.Checkpoint
 	if path == "" {
 		return nil
 	}
+	d.cfg.Metrics.ActionStarted(metrics.FnCheckpointRestore)
+	defer func() { d.cfg.Metrics.ActionDone(metrics.FnCheckpointRestore, err) }()
 	f, err := checkpoint.Read(path)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotExist):
@@ -164,7 +167,10 @@ func (d *Daemon) commit(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	return w.Commit(ctx)
+	d.cfg.Metrics.ActionStarted(metrics.FnCheckpointCommit)
+	err := w.Commit(ctx)
+	d.cfg.Metrics.ActionDone(metrics.FnCheckpointCommit, err)
+	return err
 }
 
 // poolView is the datastore as the reconciler sees it.
@@ -182,7 +188,9 @@ func (p poolView) Holders() []reconcile.Holder {
 	return out
 }
 
-func (p poolView) Release(id string) error {
+func (p poolView) Release(id string) (err error) {
+	p.d.cfg.Metrics.ActionStarted(metrics.FnReconcileRelease)
+	defer func() { p.d.cfg.Metrics.ActionDone(metrics.FnReconcileRelease, err) }()
 	k, ok := parseKeyID(id)
 	if !ok {
 		return fmt.Errorf("ipamd: malformed holder id %q", id)
@@ -224,6 +232,9 @@ func parseKeyID(id string) (datastore.Key, bool) {
 func (d *Daemon) observePool(action string, err error) {
 	if d.cfg.Metrics != nil {
 		d.cfg.Metrics.PoolAction(action, err)
+	}
+	if err != nil {
+		d.cfg.Metrics.ActionFailed(metrics.FnWarmPoolAction)
 	}
 }
 

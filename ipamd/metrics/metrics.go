@@ -12,7 +12,8 @@
 //	awscni_total_ipv4_prefixes, awscni_ip_max, awscni_eni_allocated,
 //	awscni_eni_max, vpccni_cooling_ip_addresses,
 //	vpccni_warm_ip_target, vpccni_minimum_ip_target,
-//	vpccni_warm_eni_target, vpccni_warm_prefix_target
+//	vpccni_warm_eni_target, vpccni_warm_prefix_target,
+//	awscni_assigned_ip_per_eni{eni}, awscni_assigned_ip_per_cidr{cidr}
 //
 // Counters, summaries and histograms:
 //
@@ -29,6 +30,14 @@
 //	vpccni_checkpoint_write_seconds               histogram
 //	vpccni_pool_actions_total{action,result}
 //	awscni_build_info{version,goversion}          BuildInfo
+//
+// ipamd's own life (daemon.go; label values there):
+//
+//	awscni_ipamd_startup_duration_seconds{success,with_api_server,failure_reason}
+//	awscni_ipamd_node_initialization_duration_seconds{success}
+//	awscni_ipamd_error_count{fn}, awscni_ipamd_action_inprogress{fn}
+//	awscni_pod_eni_error_count{fn}
+//	awscni_connmark_backend{backend}, awscni_connmark_reconcile_total{result}
 //
 // Label values are restricted to the sets in labels.go; anything else is
 // recorded as "other" (LabelOther), so a caller's typo or a free-form
@@ -68,6 +77,7 @@ type Metrics struct {
 	checkpointSeconds prometheus.Histogram
 	poolActions       *prometheus.CounterVec
 	ref               referenceSeries
+	daemon            daemonSeries
 
 	errorCodes errorCodes
 }
@@ -121,9 +131,10 @@ func New(reg prometheus.Registerer, pool func() PoolStats) (*Metrics, error) {
 			Name: "vpccni_pool_actions_total",
 			Help: "Warm-pool EC2 actions, by action and result.",
 		}, []string{"action", "result"}),
-		ref: newReferenceSeries(),
+		ref:    newReferenceSeries(),
+		daemon: newDaemonSeries(),
 	}
-	collectors := append(m.ref.collectors(), []prometheus.Collector{
+	collectors := append(append(m.ref.collectors(), m.daemon.collectors()...), []prometheus.Collector{
 		newPoolCollector(pool),
 		m.addRequests, m.delRequests,
 		m.reconcilerRemoved, m.reconcilerRuns,
@@ -160,6 +171,7 @@ func (m *Metrics) initSeries() {
 			m.poolActions.WithLabelValues(action, result)
 		}
 	}
+	m.daemon.initSeries()
 }
 
 // AddRequest counts an AddNetwork request by its outcome word (the

@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // PoolStats is a snapshot of the address pool and the targets it is
 // managed towards.
@@ -17,6 +21,25 @@ type PoolStats struct {
 	MinimumIPTarget  int // MINIMUM_IP_TARGET, 0 when unset
 	WarmENITarget    int // WARM_ENI_TARGET
 	WarmPrefixTarget int // WARM_PREFIX_TARGET, 0 when unset
+
+	// ENIs' assigned addresses, each ENI and each of its ranges. Not in
+	// /v1/pool's JSON: /v1/enis shows the same per ENI, with the pods.
+	Usage []ENIUsage `json:"-"`
+}
+
+// ENIUsage is one ENI's assigned addresses, in all and by address range.
+type ENIUsage struct {
+	ID       string
+	Assigned int
+	Ranges   []RangeUsage
+}
+
+// RangeUsage is one address range of an ENI: a secondary address as its
+// /32, a delegated prefix as itself, and how many of its addresses pods
+// hold.
+type RangeUsage struct {
+	CIDR     netip.Prefix
+	Assigned int
 }
 
 // poolGauge is one gauge of the pool collector: its description and the
@@ -30,10 +53,20 @@ type poolGauge struct {
 // rather than a GaugeFunc per value so that a scrape takes a single
 // snapshot: the gauges of one scrape then agree with each other (assigned
 // never exceeds total because the pool changed between two calls), and the
-// datastore lock is taken once per scrape.
+// pool is read once per scrape (Daemon.PoolStats looks at the datastore
+// three times: counts, ENIs, allocations).
+//
+// The per-ENI and per-range gauges are computed the same way, so an ENI
+// or a range gone from the pool is gone from the next scrape, where a
+// GaugeVec set on each change would keep its last value until deleted by
+// hand. They agree with each other, but come from a later look at the
+// datastore than the counts: with calls in flight their sum can differ
+// from awscni_assigned_ip_addresses by those calls.
 type poolCollector struct {
-	pool   func() PoolStats
-	gauges []poolGauge
+	pool     func() PoolStats
+	gauges   []poolGauge
+	perENI   *prometheus.Desc // {eni}
+	perRange *prometheus.Desc // {cidr}
 }
 
 func newPoolCollector(pool func() PoolStats) *poolCollector {
@@ -42,6 +75,11 @@ func newPoolCollector(pool func() PoolStats) *poolCollector {
 	}
 	return &poolCollector{
 		pool: pool,
+		perENI: prometheus.NewDesc("awscni_assigned_ip_per_eni",
+			"Pod addresses assigned on each ENI in the pool (0 for one with none).", []string{"eni"}, nil),
+		perRange: prometheus.NewDesc("awscni_assigned_ip_per_cidr",
+			"Pod addresses assigned in each address range of the pool: a secondary address as its /32, a delegated prefix as itself.",
+			[]string{"cidr"}, nil),
 		gauges: []poolGauge{
 			gauge("awscni_total_ip_addresses", "Pod addresses the node holds: assigned, cooling and free.",
 				func(s PoolStats) int { return s.Total }),
@@ -73,11 +111,19 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range c.gauges {
 		ch <- g.desc
 	}
+	ch <- c.perENI
+	ch <- c.perRange
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	stats := c.pool()
 	for _, g := range c.gauges {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.value(stats)))
+	}
+	for _, e := range stats.Usage {
+		ch <- prometheus.MustNewConstMetric(c.perENI, prometheus.GaugeValue, float64(e.Assigned), e.ID)
+		for _, r := range e.Ranges {
+			ch <- prometheus.MustNewConstMetric(c.perRange, prometheus.GaugeValue, float64(r.Assigned), r.CIDR.String())
+		}
 	}
 }

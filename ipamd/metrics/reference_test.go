@@ -8,6 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -174,7 +175,10 @@ func TestReferenceMetricsFixture(t *testing.T) {
 func exercised(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, func() metrics.PoolStats { return metrics.PoolStats{} })
+	m, err := metrics.New(reg, func() metrics.PoolStats {
+		return metrics.PoolStats{Usage: []metrics.ENIUsage{{ID: "eni-0a", Assigned: 1,
+			Ranges: []metrics.RangeUsage{{CIDR: netip.MustParsePrefix("10.0.1.16/32"), Assigned: 1}}}}}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +188,9 @@ func exercised(t *testing.T) *prometheus.Registry {
 	m.AddRequest("assigned")
 	m.DelRequest("released", "PodDeleted")
 	m.EC2Call("AssignPrivateIpAddresses", &smithy.GenericAPIError{Code: "RequestLimitExceeded"}, time.Millisecond)
+	m.Startup(time.Second, false, "")
+	m.NodeInit(time.Second, true)
+	m.ConnmarkBackend(metrics.ConnmarkIPTables)
 	return reg
 }
 
