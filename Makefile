@@ -38,12 +38,17 @@ VPCCNI_INSTALL      ?= 1
 CRICTL_VERSION      := v1.37.0
 GRPC_HEALTH_PROBE_VERSION := v0.4.63
 CONTAINERD2_VERSION := v2.4.2
+KUBE_VERSION        := v1.37.2
+ETCD_VERSION        := v3.7.3
 REFCNI_VERSION      := v1.23.2
 TOOLS_CACHE         ?= $(or $(XDG_CACHE_HOME),$(or $(HOME),/root)/.cache)/vpccni-tools
 # The e2e suite reads these two (set either to use a build of your own).
 export CRICTL          ?= $(TOOLS_CACHE)/crictl-$(CRICTL_VERSION)/crictl
 export GRPC_HEALTH_PROBE ?= $(TOOLS_CACHE)/grpc-health-probe-$(GRPC_HEALTH_PROBE_VERSION)/grpc-health-probe
 export CONTAINERD2_DIR ?= $(TOOLS_CACHE)/containerd-$(CONTAINERD2_VERSION)
+# The integration suite's API-server specs read these two.
+export KUBE_DIR ?= $(TOOLS_CACHE)/kubernetes-$(KUBE_VERSION)
+export ETCD     ?= $(TOOLS_CACHE)/etcd-$(ETCD_VERSION)/etcd
 # The interop suite and make bench read these two: the reference plugin and
 # the writable copy of its module it was built from (the interop suite
 # builds its checkpoint generator there).
@@ -51,7 +56,7 @@ export VPCCNI_REFCNI     ?= $(TOOLS_CACHE)/amazon-vpc-cni-k8s-$(REFCNI_VERSION)/
 export VPCCNI_REFCNI_SRC ?= $(TOOLS_CACHE)/amazon-vpc-cni-k8s-$(REFCNI_VERSION)/src
 tools:
 	@VPCCNI_INSTALL=$(VPCCNI_INSTALL) CRICTL_VERSION=$(CRICTL_VERSION) GRPC_HEALTH_PROBE_VERSION=$(GRPC_HEALTH_PROBE_VERSION) \
-	  CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) \
+	  CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
 	  REFCNI_VERSION=$(REFCNI_VERSION) GO="$(GO)" tools/install.sh
 
 ## deps: the old name of tools.

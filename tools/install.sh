@@ -8,17 +8,20 @@
 #                      the command that installs it.
 #   CRICTL             where crictl is (built here when missing)
 #   GRPC_HEALTH_PROBE  where grpc-health-probe is (built here when missing)
+#   KUBE_DIR, ETCD     where kube-apiserver and etcd are (built here)
 #   CONTAINERD2_DIR    where containerd 2.4's containerd, shim and ctr are
 #   VPCCNI_REFCNI      where the reference plugin (aws-cni) is
 #   VPCCNI_REFCNI_SRC  the writable copy of its module it is built in
 #   CRICTL_VERSION, GRPC_HEALTH_PROBE_VERSION, CONTAINERD2_VERSION,
-#   REFCNI_VERSION     the versions built from the Go module proxy (the go
+#   REFCNI_VERSION, KUBE_VERSION, ETCD_VERSION
+#                      the versions built from the Go module proxy (the go
 #                      command checks their checksums)
 set -euo pipefail
 : "${CRICTL:?run through make tools}" "${CONTAINERD2_DIR:?run through make tools}"
 : "${CRICTL_VERSION:?run through make tools}" "${CONTAINERD2_VERSION:?run through make tools}"
 : "${VPCCNI_REFCNI:?run through make tools}" "${VPCCNI_REFCNI_SRC:?run through make tools}" "${REFCNI_VERSION:?run through make tools}"
 : "${GRPC_HEALTH_PROBE:?run through make tools}" "${GRPC_HEALTH_PROBE_VERSION:?run through make tools}"
+: "${KUBE_DIR:?run through make tools}" "${KUBE_VERSION:?run through make tools}" "${ETCD:?run through make tools}" "${ETCD_VERSION:?run through make tools}"
 install="${VPCCNI_INSTALL:-1}"
 GO="${GO:-go}"
 status=0
@@ -173,6 +176,82 @@ else
 		mv "$VPCCNI_REFCNI_SRC.tmp" "$VPCCNI_REFCNI_SRC"
 		mv "$VPCCNI_REFCNI.tmp" "$VPCCNI_REFCNI"
 	) 9>"$ref_dir/.lock" >"$log" 2>&1; then
+		echo "failed"
+		cat "$log" >&2
+		rm -f "$log"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "built in $((SECONDS - start)) s"
+fi
+# kube-apiserver and etcd, for the integration suite's specs against a
+# real API server (label k8s). go install refuses k8s.io/kubernetes (its
+# go.mod replaces its staging modules with ./staging paths, which its
+# module zip does not hold), so a scratch module requires it and replaces
+# each staging module with its published v0.x release, read from the
+# module's own go.mod. etcd's server is a library (etcdmain): a scratch
+# main calls it. Both static, both built once into the cache (about 12
+# and 3 minutes cold on 2 cores).
+kube_dir="$KUBE_DIR" etcd_bin="$ETCD"
+if [ -x "$kube_dir/kube-apiserver" ]; then
+	say kube-apiserver "found $kube_dir/kube-apiserver"
+elif [ "$install" = 0 ]; then
+	missing kube-apiserver "make tools (builds k8s.io/kubernetes@$KUBE_VERSION's cmd/kube-apiserver into $kube_dir)"
+else
+	mkdir -p "$kube_dir"
+	printf 'tools: %-12s building k8s.io/kubernetes@%s cmd/kube-apiserver into %s ... ' kube-apiserver "$KUBE_VERSION" "$kube_dir"
+	start=$SECONDS
+	log=$(mktemp)
+	if ! (
+		flock 9
+		set -e
+		gomod=$("$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+		[ -f "$gomod" ] || { echo "go mod download gave no GoMod"; exit 1; }
+		staging="v0.${KUBE_VERSION#v1.}"
+		scratch="$kube_dir/.scratch"
+		rm -rf "$scratch"
+		mkdir -p "$scratch"
+		{
+			printf 'module vpccni.local/kubebuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBE_VERSION"
+			grep -oE 'k8s.io/[a-z0-9-]+ => ./staging' "$gomod" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+			printf ')\n'
+		} >"$scratch/go.mod"
+		cd "$scratch"
+		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$kube_dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+		mv "$kube_dir/kube-apiserver.tmp" "$kube_dir/kube-apiserver"
+		cd / && rm -rf "$scratch"
+	) 9>"$kube_dir/.lock" >"$log" 2>&1; then
+		echo "failed"
+		cat "$log" >&2
+		rm -f "$log"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "built in $((SECONDS - start)) s"
+fi
+if [ -x "$etcd_bin" ]; then
+	say etcd "found $etcd_bin"
+elif [ "$install" = 0 ]; then
+	missing etcd "make tools (builds go.etcd.io/etcd/server/v3@$ETCD_VERSION's etcdmain into $etcd_bin)"
+else
+	etcd_dir=$(dirname "$etcd_bin")
+	mkdir -p "$etcd_dir"
+	printf 'tools: %-12s building go.etcd.io/etcd/server/v3@%s into %s ... ' etcd "$ETCD_VERSION" "$etcd_bin"
+	start=$SECONDS
+	log=$(mktemp)
+	if ! (
+		flock 9
+		set -e
+		scratch="$etcd_dir/.scratch"
+		rm -rf "$scratch"
+		mkdir -p "$scratch"
+		printf 'module vpccni.local/etcdbuild\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$scratch/go.mod"
+		printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >"$scratch/main.go"
+		cd "$scratch"
+		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$etcd_bin.tmp" .
+		mv "$etcd_bin.tmp" "$etcd_bin"
+		cd / && rm -rf "$scratch"
+	) 9>"$etcd_dir/.lock" >"$log" 2>&1; then
 		echo "failed"
 		cat "$log" >&2
 		rm -f "$log"
