@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/internal/failpoint"
-	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/datastore"
+	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
 )
