@@ -256,3 +256,13 @@ func sortedKeys(m map[[2]string][]Rule) [][2]string {
 	})
 	return keys
 }
+
+// Contains reports whether the tables hold rule r (its exact spec, in its
+// chain).
+func Contains(t Tables, r Rule) (bool, error) {
+	rules, err := listRules(t, r.Table, r.Chain)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(rules, func(x Rule) bool { return slices.Equal(x.Spec, r.Spec) }), nil
+}

@@ -259,6 +259,10 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 		return nil, err
 	}
 	r.nat, r.natWant = hostnat.NewMemTables(), natPlan(inst)
+	if err := r.plantForeignNAT(); err != nil {
+		r.close()
+		return nil, err
+	}
 	if err := r.plantForeignRules(); err != nil {
 		r.close()
 		return nil, err
@@ -494,7 +498,7 @@ func (r *run) world() invariant.World {
 	w := invariant.World{Node: r.node, Remote: r.remote, OffVPC: OffVPC, ENILink: eniLink, NamespaceExists: r.kern.HasNamespace,
 		Foreign: r.foreign}
 	if r.natStarted {
-		w.NAT, w.NATPlan, w.NATMark = r.nat, r.natWant, hostnat.DefaultMark
+		w.NAT, w.NATPlan, w.NATMark, w.NATForeign = r.nat, r.natWant, hostnat.DefaultMark, foreignNAT
 	}
 	names := make([]string, 0, len(r.pods))
 	for n := range r.pods {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/hostnat"
 	"github.com/vpccni/vpccni/ipamd"
@@ -37,4 +39,22 @@ func natPlan(inst cloud.Instance) hostnat.Plan {
 	}
 	c.VPCCIDRs = inst.VPCCIDRs
 	return hostnat.PlanFor(c)
+}
+
+// foreignNAT are another agent's rules in the chains aws-node shares
+// (kube-proxy's and a CNI's masquerade, with comments of their own),
+// planted before ipamd first starts: every one must survive.
+var foreignNAT = []hostnat.Rule{
+	{Table: hostnat.NAT, Chain: hostnat.PostRouting, Spec: []string{"-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "MASQUERADE"}},
+	{Table: hostnat.Mangle, Chain: hostnat.PreRouting, Spec: []string{"-i", "eni+", "-m", "comment", "--comment", "other agent", "-j", "MARK", "--set-xmark", "0x4000/0x4000"}},
+}
+
+// plantForeignNAT writes foreignNAT into the node's tables.
+func (r *run) plantForeignNAT() error {
+	for _, f := range foreignNAT {
+		if err := r.nat.Append(f.Table, f.Chain, f.Spec...); err != nil {
+			return fmt.Errorf("plant %s: %w", f, err)
+		}
+	}
+	return nil
 }

@@ -46,6 +46,15 @@ func checkHostNAT(w World) ([]Violation, error) {
 	for _, r := range want {
 		out = append(out, Violation{Broken, "iptables rule missing: " + r.String()})
 	}
+	for _, f := range w.NATForeign {
+		ok, err := hostnat.Contains(w.NAT, f)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			out = append(out, Violation{Foreign, "another agent's iptables rule is gone: " + f.String()})
+		}
+	}
 	rules, err := w.Node.RuleList(kernel.FamilyV4)
 	if err != nil {
 		return nil, err

@@ -78,3 +78,21 @@ func TestHostNATCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestHostNATForeign: another agent's rule deleted is FOREIGN; present,
+// it is no finding.
+func TestHostNATForeign(t *testing.T) {
+	f := setup(t)
+	tb := withNAT(t, f)
+	foreign := hostnat.Rule{Table: hostnat.NAT, Chain: hostnat.PostRouting, Spec: []string{"-m", "comment", "--comment", "kube-proxy", "-j", "MASQUERADE"}}
+	must(t, tb.Append(foreign.Table, foreign.Chain, foreign.Spec...))
+	f.w.NATForeign = []hostnat.Rule{foreign}
+	if _, vs := kinds(t, f.w); len(vs) != 0 {
+		t.Fatalf("violations with the foreign rule in place: %v", vs)
+	}
+	must(t, tb.Delete(foreign.Table, foreign.Chain, foreign.Spec...))
+	got, vs := kinds(t, f.w)
+	if !strings.Contains(got[Foreign], "kube-proxy") || len(vs) != 1 {
+		t.Fatalf("want one FOREIGN naming kube-proxy's rule, got %v", vs)
+	}
+}

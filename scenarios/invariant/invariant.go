@@ -98,6 +98,9 @@ type World struct {
 	NAT     hostnat.Tables
 	NATPlan hostnat.Plan
 	NATMark uint32
+	// NATForeign are another agent's iptables rules: every one must
+	// survive, and none is aws-node's.
+	NATForeign []hostnat.Rule
 }
 
 // Violation is one finding.
