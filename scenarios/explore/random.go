@@ -29,6 +29,10 @@ type RandomOptions struct {
 	Policies  []string // default: vpccni's flow only
 	Workers   int      // default GOMAXPROCS
 	Progress  func(done int)
+	// StopAtFirst ends the run once a schedule fails (the schedules
+	// under way finish): enough for a mutant run, which only asks
+	// whether anything is found.
+	StopAtFirst bool
 }
 
 // RandomOutcome is one generated schedule's verdict.
@@ -98,7 +102,8 @@ func RunRandom(opt RandomOptions) (*RandomReport, error) {
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
-	ctx := context.Background()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	if opt.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opt.Duration)
@@ -121,6 +126,9 @@ func RunRandom(opt RandomOptions) (*RandomReport, error) {
 				rep.Matrix.add(o.Policy, o.Mode, o.Verdict)
 				if o.Verdict != "clean" {
 					rep.Failures = append(rep.Failures, o)
+					if opt.StopAtFirst {
+						stop()
+					}
 				}
 				rep.Schedules++
 				mu.Unlock()

@@ -308,7 +308,9 @@ func goCmd(dir, tmp string, timeout time.Duration, args ...string) (string, erro
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	// VPCCNI_MUTANT_RUN: a suite that can stop at its first finding
+	// (the explorer's budget) does, since a mutant only needs one.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "VPCCNI_MUTANT_RUN=1")
 	if tmp != "" {
 		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
 	}

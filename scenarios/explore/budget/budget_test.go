@@ -31,13 +31,24 @@ const (
 	schedules = 3000
 )
 
+// envMutantRun is set by the mutant runner (mutants/cmd/mutants): it only
+// asks whether the budget finds anything, so the run stops at the first
+// finding and reports it unshrunk. make explore-random runs it whole.
+const envMutantRun = "VPCCNI_MUTANT_RUN"
+
 func TestFixedSeedBudget(t *testing.T) {
-	rep, err := explore.RunRandom(explore.RandomOptions{Seed: seed, Schedules: schedules})
+	mutantRun := os.Getenv(envMutantRun) != ""
+	rep, err := explore.RunRandom(explore.RandomOptions{Seed: seed, Schedules: schedules, StopAtFirst: mutantRun})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d schedules in %s (%.0f/s), seed %d", rep.Schedules, rep.Took.Round(1e6), rep.PerSecond(), rep.Seed)
 	t.Log(matrix(rep.Matrix))
+	if mutantRun && len(rep.Failures) > 0 {
+		o := rep.Failures[0]
+		t.Fatalf("schedule %d of seed %d (%s) found %s: %s (%s: not shrunk)", o.Index, seed, o.Mode, o.Verdict,
+			strings.Join(kinds(o), "; "), envMutantRun)
+	}
 	if rep.Schedules != schedules {
 		t.Fatalf("ran %d schedules of %d", rep.Schedules, schedules)
 	}
