@@ -10,12 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/invoke"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -76,35 +73,6 @@ var _ = Describe("ipamd with the reference DaemonSet's capabilities", Label("ipv
 		Expect(strings.ToLower(out.String())).NotTo(Or(ContainSubstring("operation not permitted"), ContainSubstring("permission denied")), "ipamd's log")
 	})
 })
-
-// newNodeWithoutIpamd is newNode up to ipamd's start: the node namespace
-// with the ENIs the OS leaves (eth0, eth1) and libcni configured as
-// containerd's, so that every link, route and rule ipamd makes is made by
-// the process under test.
-func newNodeWithoutIpamd() *node {
-	n := &node{}
-	var err error
-	n.ns, err = testns.New("vpccni-node")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.ns.Close() })
-	n.dir, err = os.MkdirTemp("", "vpccni-node-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { os.RemoveAll(n.dir) })
-	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
-	n.logFile = filepath.Join(n.dir, "plugin.log")
-	n.stateDir = filepath.Join(n.dir, "state")
-	n.host, err = linux.Opener{}.Open(n.ns.Path())
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.host.Close() })
-	Expect(n.host.LinkSetUp("lo")).To(Succeed())
-	plugENIs(n.host)
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.sock, n.logFile, n.stateDir)
-	n.list, err = netConfList(conf)
-	Expect(err).NotTo(HaveOccurred())
-	return n
-}
 
 // startIpamdUnder starts the node's ipamd command line behind a wrapper
 // (wrapper[0] execs the rest, then ipamd, in the same process) inside the

@@ -56,6 +56,18 @@ func newNode(instanceType string, ipamdArgs ...string) *node {
 
 // newNodeWith lets a case add links to the node before ipamd starts.
 func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...string) *node {
+	n := newNodeWithoutIpamd()
+	if extra != nil {
+		extra(n.host)
+	}
+	n.startIpamd(instanceType, ipamdArgs...)
+	return n
+}
+
+// newNodeWithoutIpamd is newNode up to ipamd's start: the node namespace
+// with the ENIs the OS leaves (eth0, eth1) and libcni configured as
+// containerd's, so that a case can start ipamd its own way.
+func newNodeWithoutIpamd() *node {
 	n := &node{}
 	var err error
 	n.ns, err = testns.New("vpccni-node")
@@ -79,10 +91,6 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.sock, n.logFile, n.stateDir)
 	n.list, err = netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
-	if extra != nil {
-		extra(n.host)
-	}
-	n.startIpamd(instanceType, ipamdArgs...)
 	return n
 }
 
