@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,6 +147,11 @@ func (n *node) startContainerd() {
 	for target, d := range hiddenDirs {
 		binds[target] = filepath.Join(c.dir, d)
 		Expect(os.MkdirAll(binds[target], 0o755)).To(Succeed())
+	}
+	if n.kubelet {
+		maps.Copy(binds, n.kubeletBinds())
+	}
+	for target := range binds {
 		if _, err := os.Stat(target); errors.Is(err, fs.ErrNotExist) {
 			Expect(os.MkdirAll(target, 0o755)).To(Succeed())
 			// Runs after containerd's cleanup; removes only an empty
@@ -285,7 +291,11 @@ func mountPrologue(binds map[string]string) (string, error) {
 			fmt.Fprintf(&sh, "ln -s %s /sys/fs/cgroup/%s\n", target, e.Name())
 		}
 	}
-	for target, dir := range binds {
+	// Parents first: a bind under another (/var/log/pods under /var/log)
+	// must land in the mounted tree, not under it.
+	targets := slices.Sorted(maps.Keys(binds))
+	for _, target := range targets {
+		dir := binds[target]
 		if !safeWord.MatchString(dir) || !safeWord.MatchString(target) {
 			return "", fmt.Errorf("unexpected path %q", dir)
 		}

@@ -43,6 +43,10 @@ type node struct {
 	// journal is vpc-cni's journalFile ("" for none): the record of every
 	// verb, STATUS included (the plugin log has no line for STATUS).
 	journal string
+	// kubelet: containerd's mount namespace gets kubelet's binds
+	// (kubelet_test.go), and kubeletExited is closed when kubelet exits.
+	kubelet       bool
+	kubeletExited chan struct{}
 }
 
 // The runtime a node runs: Debian's containerd 1.6 (CNI up to 1.0.0), 2.4

@@ -52,7 +52,7 @@ var (
 	// tools are the runtime's binaries, found once. containerd2 is the
 	// directory of containerd 2.4's containerd, shim and ctr ("" when
 	// missing: only its specs need it, see requireContainerd2).
-	tools struct{ containerd, ctr, crictl, iptables, ip, containerd2 string }
+	tools struct{ containerd, ctr, crictl, iptables, ip, nsenter, containerd2 string }
 )
 
 // gate fails with the reason: a suite that could not run must not be
@@ -83,6 +83,7 @@ func findTools() {
 	tools.iptables = look("iptables")
 	tools.ip = look("ip")
 	look("mount")
+	tools.nsenter = look("nsenter") // kubelet joins containerd's namespaces
 	if c := os.Getenv("CRICTL"); c != "" {
 		if _, err := os.Stat(c); err != nil {
 			missing = append(missing, "crictl ($CRICTL="+c+")")

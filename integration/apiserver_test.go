@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/vpccni/vpccni/internal/kubecluster"
 	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
@@ -34,11 +35,12 @@ import (
 // against it with the aws-node ServiceAccount's own token.
 var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func() {
 	It("admits deploy/'s ServiceAccount, RBAC and DaemonSet, and the role lets aws-node get pods and nothing more", func() {
-		cp := startControlPlane()
+		requireRoot()
+		cp := kubecluster.Start()
 		ctx := context.Background()
-		cp.applyDeploy(ctx)
+		applyDeploy(ctx, cp)
 
-		ds, err := cp.client.AppsV1().DaemonSets("kube-system").Get(ctx, "aws-node", metav1.GetOptions{})
+		ds, err := cp.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "aws-node", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue("k8s-app", "aws-node"))
 		Expect(ds.Spec.Template.Spec.ServiceAccountName).To(Equal("aws-node"))
@@ -52,7 +54,7 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 				User:               "system:serviceaccount:kube-system:aws-node",
 				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"},
 				ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "default", Verb: tc.verb, Resource: tc.resource}}}
-			got, err := cp.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			got, err := cp.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got.Status.Allowed).To(Equal(tc.allowed), "%s %s: %+v", tc.verb, tc.resource, got.Status)
 		}
@@ -61,29 +63,30 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 		bad := ds.DeepCopy()
 		bad.ObjectMeta = metav1.ObjectMeta{Name: "aws-node-bad", Namespace: "kube-system"}
 		bad.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "something-else"}}
-		_, err = cp.client.AppsV1().DaemonSets("kube-system").Create(ctx, bad, metav1.CreateOptions{})
+		_, err = cp.Client.AppsV1().DaemonSets("kube-system").Create(ctx, bad, metav1.CreateOptions{})
 		Expect(err).To(MatchError(ContainSubstring("`selector` does not match template `labels`")))
 	})
 
 	It("serves ipamd's pod-ENI lookups with the aws-node ServiceAccount's token: a branch pod gets its VLAN, a regular pod an address", func() {
-		cp := startControlPlane()
+		requireRoot()
+		cp := kubecluster.Start()
 		ctx := context.Background()
-		cp.applyDeploy(ctx)
+		applyDeploy(ctx, cp)
 
 		By("a token of the aws-node ServiceAccount (TokenRequest), in a kubeconfig for ipamd")
-		tok, err := cp.client.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "aws-node",
+		tok, err := cp.Client.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "aws-node",
 			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &tokenLifetime}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		tokenFile := filepath.Join(cp.dir, "aws-node.token")
+		tokenFile := filepath.Join(cp.Dir, "aws-node.token")
 		Expect(os.WriteFile(tokenFile, []byte(tok.Status.Token), 0o600)).To(Succeed())
-		kubeconfig := cp.kubeconfig("aws-node", tokenFile)
+		kubeconfig := cp.TokenKubeconfig("aws-node", tokenFile)
 
 		By("the pods, as the VPC resource controller leaves them: db-0 with a pod-ENI limit and its branch ENI's annotation")
-		_, err = cp.client.CoreV1().ServiceAccounts("default").Create(ctx,
+		_, err = cp.Client.CoreV1().ServiceAccounts("default").Create(ctx,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		cp.createPod(ctx, "web-0", nil, nil)
-		cp.createPod(ctx, "db-0", corev1.ResourceList{"vpc.amazonaws.com/pod-eni": resource.MustParse("1")},
+		createPod(ctx, cp, "web-0", nil, nil)
+		createPod(ctx, cp, "db-0", corev1.ResourceList{"vpc.amazonaws.com/pod-eni": resource.MustParse("1")},
 			map[string]string{"vpc.amazonaws.com/pod-eni": `[{"eniId":"eni-0branch00000007","ifAddress":"0a:bb:00:00:00:07",` +
 				`"privateIp":"10.1.0.21","vlanID":7,"subnetCidr":"10.1.0.0/24"}]`})
 
@@ -97,8 +100,8 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 			// node's SNAT rule would give ipamd's connections to it the
 			// primary ENI's address, which the control plane cannot
 			// answer.
-			"--exclude-snat-cidrs", apiserverAddr+"/32")
-		cp.connect(n.ns)
+			"--exclude-snat-cidrs", kubecluster.APIServerAddr+"/32")
+		cp.Connect(n.ns)
 
 		By("ipamd's answer for db-0: the branch ENI of the annotation, read from the API server")
 		reply := n.addNetwork("db-0")
@@ -138,7 +141,7 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 
 // applyDeploy creates every object of deploy/kubernetes through the API
 // server, as kubectl apply would on a new cluster.
-func (cp *controlPlane) applyDeploy(ctx context.Context) {
+func applyDeploy(ctx context.Context, cp *kubecluster.ControlPlane) {
 	files, err := filepath.Glob(filepath.Join("..", "deploy", "kubernetes", "*.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(files).NotTo(BeEmpty())
@@ -152,13 +155,13 @@ func (cp *controlPlane) applyDeploy(ctx context.Context) {
 			}
 			obj, _, err := decode([]byte(doc), nil, nil)
 			Expect(err).NotTo(HaveOccurred(), "%s", f)
-			Expect(cp.create(ctx, obj)).To(Succeed(), "%s: %T", f, obj)
+			Expect(create(ctx, cp, obj)).To(Succeed(), "%s: %T", f, obj)
 		}
 	}
 }
 
-func (cp *controlPlane) create(ctx context.Context, obj runtime.Object) error {
-	c := cp.client
+func create(ctx context.Context, cp *kubecluster.ControlPlane, obj runtime.Object) error {
+	c := cp.Client
 	var err error
 	switch o := obj.(type) {
 	case *corev1.ServiceAccount:
@@ -175,11 +178,11 @@ func (cp *controlPlane) create(ctx context.Context, obj runtime.Object) error {
 	return err
 }
 
-func (cp *controlPlane) createPod(ctx context.Context, name string, limits corev1.ResourceList, annotations map[string]string) {
+func createPod(ctx context.Context, cp *kubecluster.ControlPlane, name string, limits corev1.ResourceList, annotations map[string]string) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1",
 			Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}}}}}
-	_, err := cp.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	_, err := cp.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 }
 

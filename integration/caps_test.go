@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -30,7 +31,7 @@ var _ = Describe("ipamd with the reference DaemonSet's capabilities", Label("ipv
 
 		n := newNodeWithoutIpamd()
 		By("ipamd runs under setpriv with the bounding set NET_ADMIN,NET_RAW and no inheritable capabilities")
-		out := &lockedBuffer{}
+		out := &testns.SyncBuffer{}
 		done := n.startIpamdUnder(out, "m5.large", setpriv, "--bounding-set=-all,+net_admin,+net_raw", "--inh-caps=-all", "--")
 		status := ipamdStatus(n, out, done)
 		for _, field := range []string{"CapEff", "CapPrm", "CapBnd"} {

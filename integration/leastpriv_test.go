@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -19,29 +17,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/ipamd/rpc/rpcgrpc"
 	"github.com/vpccni/vpccni/ownership"
 )
-
-// lockedBuffer collects a plugin's stderr (libcni copies it from another
-// goroutine).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 var _ = Describe("least privilege and bounds", func() {
 	It("networks a pod when pluginLogFile is a planted symlink, and never writes through it", func() {
@@ -57,7 +37,7 @@ var _ = Describe("least privilege and bounds", func() {
 		Expect(os.Chtimes(target, old, old)).To(Succeed())
 		os.Remove(n.logFile)
 		Expect(os.Symlink(target, n.logFile)).To(Succeed())
-		stderr := &lockedBuffer{}
+		stderr := &testns.SyncBuffer{}
 		n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"),
 			&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: io.MultiWriter(stderr, GinkgoWriter)}})
 

@@ -81,7 +81,7 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 			"--cloud", "memory", "--instance-type", "m5.large", "--checkpoint", n.checkpoint(),
 			"--introspection-address", "unix:"+n.introspectSock(), "--metrics-address", "127.0.0.1:61678")
 		runCmd.Env = append(env, "POD_MTU=1500", "AWS_VPC_ENI_MTU=8000", "AWS_VPC_K8S_PLUGIN_LOG_FILE="+pluginLog, "AWS_VPC_K8S_PLUGIN_LOG_LEVEL=DEBUG")
-		runOut := &lockedBuffer{}
+		runOut := &testns.SyncBuffer{}
 		runCmd.Stdout, runCmd.Stderr = runOut, runOut
 		Expect(n.ns.Do(runCmd.Start)).To(Succeed())
 		exited := make(chan struct{})

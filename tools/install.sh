@@ -8,7 +8,7 @@
 #                      the command that installs it.
 #   CRICTL             where crictl is (built here when missing)
 #   GRPC_HEALTH_PROBE  where grpc-health-probe is (built here when missing)
-#   KUBE_DIR, ETCD     where kube-apiserver and etcd are (built here)
+#   KUBE_DIR, ETCD     where the Kubernetes binaries and etcd are (built here)
 #   CONTAINERD2_DIR    where containerd 2.4's containerd, shim and ctr are
 #   VPCCNI_REFCNI      where the reference plugin (aws-cni) is
 #   VPCCNI_REFCNI_SRC  the writable copy of its module it is built in
@@ -143,6 +143,25 @@ else
 	build containerd2 "$CONTAINERD2_DIR" env CGO_ENABLED=0 $c2_cmd || exit 1
 fi
 
+# locked_build NAME DIR WHAT STEPS: runs the shell function STEPS in a
+# subshell holding DIR/.lock (other worktrees share the cache), quietly
+# unless it fails; prints the rest of NAME's line. Each step of STEPS
+# ends in `|| return 1`: errexit does not hold inside an `if` condition.
+locked_build() {
+	local name=$1 dir=$2 what=$3 steps=$4 start=$SECONDS log
+	mkdir -p "$dir"
+	printf 'tools: %-12s building %s into %s ... ' "$name" "$what" "$dir"
+	log=$(mktemp)
+	if ! (flock 9 && "$steps") 9>"$dir/.lock" >"$log" 2>&1; then
+		echo "failed"
+		cat "$log" >&2
+		rm -f "$log"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "built in $((SECONDS - start)) s"
+}
+
 # The reference plugin, aws/amazon-vpc-cni-k8s's cmd/routed-eni-cni-plugin,
 # for the interop suite and make bench. go install refuses its module (it
 # has replace directives), so its zip is downloaded (checksummed by the go
@@ -151,113 +170,92 @@ fi
 # so it runs in the suite's jail (internal/refcni); version stamped like a
 # release build (its ClientVersion on the wire). Never committed.
 ref_mod="github.com/aws/amazon-vpc-cni-k8s@$REFCNI_VERSION"
-ref_dir=$(dirname "$VPCCNI_REFCNI")
+build_refcni() {
+	local mod
+	mod=$("$GO" mod download -json "$ref_mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || return 1
+	[ -d "$mod" ] || { echo "go mod download gave no Dir"; return 1; }
+	rm -rf "$VPCCNI_REFCNI_SRC.tmp" || return 1
+	cp -r "$mod" "$VPCCNI_REFCNI_SRC.tmp" || return 1
+	chmod -R u+w "$VPCCNI_REFCNI_SRC.tmp" || return 1
+	(cd "$VPCCNI_REFCNI_SRC.tmp" && GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -ldflags "-X main.version=$REFCNI_VERSION" \
+		-o "$VPCCNI_REFCNI.tmp" ./cmd/routed-eni-cni-plugin) || return 1
+	rm -rf "$VPCCNI_REFCNI_SRC" || return 1
+	mv "$VPCCNI_REFCNI_SRC.tmp" "$VPCCNI_REFCNI_SRC" || return 1
+	mv "$VPCCNI_REFCNI.tmp" "$VPCCNI_REFCNI"
+}
 if [ -x "$VPCCNI_REFCNI" ] && [ -d "$VPCCNI_REFCNI_SRC" ]; then
 	say aws-cni "found $VPCCNI_REFCNI"
 elif [ "$install" = 0 ]; then
-	missing aws-cni "make tools (downloads $ref_mod and builds ./cmd/routed-eni-cni-plugin into $ref_dir)"
+	missing aws-cni "make tools (downloads $ref_mod and builds ./cmd/routed-eni-cni-plugin into $(dirname "$VPCCNI_REFCNI"))"
 else
-	mkdir -p "$ref_dir"
-	printf 'tools: %-12s building %s into %s ... ' aws-cni "$ref_mod" "$ref_dir"
-	start=$SECONDS
-	log=$(mktemp)
-	if ! (
-		flock 9
-		set -e
-		mod=$("$GO" mod download -json "$ref_mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		[ -d "$mod" ] || { echo "go mod download gave no Dir"; exit 1; }
-		rm -rf "$VPCCNI_REFCNI_SRC.tmp"
-		cp -r "$mod" "$VPCCNI_REFCNI_SRC.tmp"
-		chmod -R u+w "$VPCCNI_REFCNI_SRC.tmp"
-		cd "$VPCCNI_REFCNI_SRC.tmp"
-		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -ldflags "-X main.version=$REFCNI_VERSION" \
-			-o "$VPCCNI_REFCNI.tmp" ./cmd/routed-eni-cni-plugin
-		rm -rf "$VPCCNI_REFCNI_SRC"
-		mv "$VPCCNI_REFCNI_SRC.tmp" "$VPCCNI_REFCNI_SRC"
-		mv "$VPCCNI_REFCNI.tmp" "$VPCCNI_REFCNI"
-	) 9>"$ref_dir/.lock" >"$log" 2>&1; then
-		echo "failed"
-		cat "$log" >&2
-		rm -f "$log"
-		exit 1
-	fi
-	rm -f "$log"
-	echo "built in $((SECONDS - start)) s"
+	locked_build aws-cni "$(dirname "$VPCCNI_REFCNI")" "$ref_mod" build_refcni
 fi
-# kube-apiserver and etcd, for the integration suite's specs against a
-# real API server (label k8s). go install refuses k8s.io/kubernetes (its
-# go.mod replaces its staging modules with ./staging paths, which its
-# module zip does not hold), so a scratch module requires it and replaces
-# each staging module with its published v0.x release, read from the
-# module's own go.mod. etcd's server is a library (etcdmain): a scratch
-# main calls it. Both static, both built once into the cache (about 12
-# and 3 minutes cold on 2 cores).
-kube_dir="$KUBE_DIR" etcd_bin="$ETCD"
-if [ -x "$kube_dir/kube-apiserver" ]; then
-	say kube-apiserver "found $kube_dir/kube-apiserver"
+
+# The Kubernetes binaries and etcd: kube-apiserver and etcd for the
+# integration suite's specs against a real API server (label k8s); with
+# kubelet, kube-controller-manager and kube-scheduler, a single-node
+# cluster for the e2e suite's kubelet specs. go install refuses
+# k8s.io/kubernetes (its go.mod replaces its staging modules with
+# ./staging paths, which its module zip does not hold), so a scratch
+# module requires it and replaces each staging module with its published
+# v0.x release, read from the module's own go.mod; the missing binaries
+# are built in one go build, which shares their packages. etcd's server is
+# a library (etcdmain): a scratch main calls it. All static, built once
+# into the cache (about 15 and 3 minutes cold on 2 cores).
+kube_bins="kube-apiserver kubelet kube-controller-manager kube-scheduler"
+kube_missing=""
+for b in $kube_bins; do
+	[ -x "$KUBE_DIR/$b" ] || kube_missing="$kube_missing $b"
+done
+kube_missing="${kube_missing# }"
+build_kube() {
+	local gomod scratch="$KUBE_DIR/.scratch" staging="v0.${KUBE_VERSION#v1.}" pkgs="" b
+	gomod=$("$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p') || return 1
+	[ -f "$gomod" ] || { echo "go mod download gave no GoMod"; return 1; }
+	rm -rf "$scratch" && mkdir -p "$scratch/out" || return 1
+	{
+		printf 'module vpccni.local/kubebuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBE_VERSION"
+		grep -oE 'k8s.io/[a-z0-9-]+ => ./staging' "$gomod" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+		printf ')\n'
+	} >"$scratch/go.mod" || return 1
+	# Another worktree may have built some while this one waited for the lock.
+	kube_missing=""
+	for b in $kube_bins; do
+		[ -x "$KUBE_DIR/$b" ] || kube_missing="$kube_missing $b"
+	done
+	for b in $kube_missing; do
+		pkgs="$pkgs k8s.io/kubernetes/cmd/$b"
+	done
+	[ -n "$pkgs" ] || return 0
+	# shellcheck disable=SC2086 # one word per package
+	(cd "$scratch" && GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$scratch/out/" $pkgs) || return 1
+	for b in $kube_missing; do
+		mv "$scratch/out/$b" "$KUBE_DIR/$b" || return 1
+	done
+	rm -rf "$scratch"
+}
+build_etcd() {
+	local scratch
+	scratch="$(dirname "$ETCD")/.scratch"
+	rm -rf "$scratch" && mkdir -p "$scratch" || return 1
+	printf 'module vpccni.local/etcdbuild\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$scratch/go.mod" || return 1
+	printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >"$scratch/main.go" || return 1
+	(cd "$scratch" && GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$ETCD.tmp" .) || return 1
+	mv "$ETCD.tmp" "$ETCD" || return 1
+	rm -rf "$scratch"
+}
+if [ -z "$kube_missing" ]; then
+	say kubernetes "found $KUBE_DIR ($kube_bins)"
 elif [ "$install" = 0 ]; then
-	missing kube-apiserver "make tools (builds k8s.io/kubernetes@$KUBE_VERSION's cmd/kube-apiserver into $kube_dir)"
+	missing kubernetes "make tools (builds k8s.io/kubernetes@$KUBE_VERSION's $kube_missing into $KUBE_DIR)"
 else
-	mkdir -p "$kube_dir"
-	printf 'tools: %-12s building k8s.io/kubernetes@%s cmd/kube-apiserver into %s ... ' kube-apiserver "$KUBE_VERSION" "$kube_dir"
-	start=$SECONDS
-	log=$(mktemp)
-	if ! (
-		flock 9
-		set -e
-		gomod=$("$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-		[ -f "$gomod" ] || { echo "go mod download gave no GoMod"; exit 1; }
-		staging="v0.${KUBE_VERSION#v1.}"
-		scratch="$kube_dir/.scratch"
-		rm -rf "$scratch"
-		mkdir -p "$scratch"
-		{
-			printf 'module vpccni.local/kubebuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBE_VERSION"
-			grep -oE 'k8s.io/[a-z0-9-]+ => ./staging' "$gomod" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
-			printf ')\n'
-		} >"$scratch/go.mod"
-		cd "$scratch"
-		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$kube_dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-		mv "$kube_dir/kube-apiserver.tmp" "$kube_dir/kube-apiserver"
-		cd / && rm -rf "$scratch"
-	) 9>"$kube_dir/.lock" >"$log" 2>&1; then
-		echo "failed"
-		cat "$log" >&2
-		rm -f "$log"
-		exit 1
-	fi
-	rm -f "$log"
-	echo "built in $((SECONDS - start)) s"
+	locked_build kubernetes "$KUBE_DIR" "k8s.io/kubernetes@$KUBE_VERSION's $kube_missing" build_kube
 fi
-if [ -x "$etcd_bin" ]; then
-	say etcd "found $etcd_bin"
+if [ -x "$ETCD" ]; then
+	say etcd "found $ETCD"
 elif [ "$install" = 0 ]; then
-	missing etcd "make tools (builds go.etcd.io/etcd/server/v3@$ETCD_VERSION's etcdmain into $etcd_bin)"
+	missing etcd "make tools (builds go.etcd.io/etcd/server/v3@$ETCD_VERSION's etcdmain into $ETCD)"
 else
-	etcd_dir=$(dirname "$etcd_bin")
-	mkdir -p "$etcd_dir"
-	printf 'tools: %-12s building go.etcd.io/etcd/server/v3@%s into %s ... ' etcd "$ETCD_VERSION" "$etcd_bin"
-	start=$SECONDS
-	log=$(mktemp)
-	if ! (
-		flock 9
-		set -e
-		scratch="$etcd_dir/.scratch"
-		rm -rf "$scratch"
-		mkdir -p "$scratch"
-		printf 'module vpccni.local/etcdbuild\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$scratch/go.mod"
-		printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >"$scratch/main.go"
-		cd "$scratch"
-		GOFLAGS=-mod=mod CGO_ENABLED=0 "$GO" build -trimpath -o "$etcd_bin.tmp" .
-		mv "$etcd_bin.tmp" "$etcd_bin"
-		cd / && rm -rf "$scratch"
-	) 9>"$etcd_dir/.lock" >"$log" 2>&1; then
-		echo "failed"
-		cat "$log" >&2
-		rm -f "$log"
-		exit 1
-	fi
-	rm -f "$log"
-	echo "built in $((SECONDS - start)) s"
+	locked_build etcd "$(dirname "$ETCD")" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" build_etcd
 fi
 exit $status

@@ -1,0 +1,48 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/vpccni/vpccni/internal/kubecluster"
+	"github.com/vpccni/vpccni/kernel"
+)
+
+// Kubernetes drives vpc-cni: pods are created and deleted through a real
+// API server, scheduled by kube-scheduler, and run by a real kubelet,
+// whose CRI calls to containerd 2.4 run the plugin.
+var _ = Describe("a real Kubernetes node", Label("kubelet", "k8s"), func() {
+	It("networks the pods created through the API server, and leaves nothing of those deleted through it", func() {
+		cp := kubecluster.Start()
+		cp.StartControllers()
+		n := newKubeletNode(cp, "t3.medium") // 5 pod addresses on device 0, then device 1
+
+		By("six pods through the API: kubelet's sandboxes get their addresses from ipamd, on both ENIs")
+		var pods []*sandbox
+		for i := 0; i < 6; i++ {
+			pods = append(pods, n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i))))
+		}
+		for _, p := range pods {
+			table := kernel.TableMain
+			if netip.MustParsePrefix("10.0.2.0/24").Contains(p.ip) {
+				table = 2
+			}
+			n.expectUp(p, table)
+			Expect(n.ping(p.ip)).To(Succeed(), "the node reaches %s at %s", p.name, p.ip)
+		}
+		Expect(n.journalEntries("ADD")).To(HaveLen(6), "kubelet's CRI calls ran one ADD a pod")
+
+		By("pods deleted through the API: kubelet stops their sandboxes, and nothing of them is left")
+		for _, p := range []*sandbox{pods[5], pods[0]} {
+			n.deletePod(cp, p)
+			n.expectGone(p)
+			n.expectReleased(p)
+		}
+		for _, p := range pods[1:5] {
+			n.expectUp(p, kernel.TableMain)
+		}
+	})
+})
