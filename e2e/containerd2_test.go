@@ -143,7 +143,7 @@ state = %q
   stream_server_port = "0"
 `, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(c.dir, "opt"),
 		img, img, pauseImage, rt, filepath.Join(c.dir, "cdi"), rt, rt, filepath.Join(tools.containerd2, "containerd-shim-runc-v2"),
-		rt, rt, binDir, filepath.Join(c.dir, "net.d"))
+		rt, rt, c.cniBinDir, c.cniConfDir)
 }
 
 // expectOwnBinaries: containerd runs the binary the node chose, and every

@@ -28,17 +28,19 @@ import (
 // dirs and config, so it shares nothing with a containerd the machine may
 // run, inside the node's network namespace and a private mount namespace.
 type cri struct {
-	v2           bool   // containerd 2.4 (else Debian's 1.6)
-	bin, ctr     string // its containerd and ctr
-	env          []string
-	dir          string
-	sock         string
-	crictlConf   string
-	cmd          *exec.Cmd
-	exited       chan struct{} // closed once cmd.Wait returned
-	log          *os.File
-	mntNS        string // containerd's mount namespace, "mnt:[inode]"
-	cgroupParent string // every pod's cgroups are under it
+	v2         bool   // containerd 2.4 (else Debian's 1.6)
+	bin, ctr   string // its containerd and ctr
+	env        []string
+	dir        string
+	sock       string
+	crictlConf string
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed once cmd.Wait returned
+	log        *os.File
+	mntNS      string // containerd's mount namespace, "mnt:[inode]"
+	// The CNI dirs containerd reads, as its mount namespace sees them.
+	cniBinDir, cniConfDir string
+	cgroupParent          string // every pod's cgroups are under it
 }
 
 // hiddenDirs are paths containerd writes with no setting to move them:
@@ -122,7 +124,7 @@ state = %q
     conf_dir = %q
     max_conf_num = 1
 `, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(c.dir, "opt"),
-		cri, pauseImage, cri, cri, cri, cri, binDir, filepath.Join(c.dir, "net.d"))
+		cri, pauseImage, cri, cri, cri, cri, c.cniBinDir, c.cniConfDir)
 }
 
 // startContainerd writes the CNI and containerd configs, starts containerd
@@ -148,8 +150,13 @@ func (n *node) startContainerd() {
 		binds[target] = filepath.Join(c.dir, d)
 		Expect(os.MkdirAll(binds[target], 0o755)).To(Succeed())
 	}
+	c.cniBinDir, c.cniConfDir = binDir, filepath.Join(c.dir, "net.d")
 	if n.kubelet {
 		maps.Copy(binds, n.kubeletBinds())
+	}
+	if n.daemonSet {
+		maps.Copy(binds, n.daemonSetBinds())
+		c.cniBinDir, c.cniConfDir = "/opt/cni/bin", "/etc/cni/net.d"
 	}
 	for target := range binds {
 		if _, err := os.Stat(target); errors.Is(err, fs.ErrNotExist) {
@@ -159,7 +166,9 @@ func (n *node) startContainerd() {
 			DeferCleanup(os.Remove, target)
 		}
 	}
-	Expect(os.WriteFile(filepath.Join(c.dir, "net.d", "10-aws.conflist"), []byte(n.conflist()), 0o644)).To(Succeed())
+	if !n.daemonSet { // the DaemonSet writes its own
+		Expect(os.WriteFile(filepath.Join(c.dir, "net.d", "10-aws.conflist"), []byte(n.conflist()), 0o644)).To(Succeed())
+	}
 	conf := filepath.Join(c.dir, "config.toml")
 	Expect(os.WriteFile(conf, []byte(c.config()), 0o644)).To(Succeed())
 	// crictl reads /etc/crictl.yaml unless told otherwise.
@@ -198,7 +207,8 @@ func (n *node) startContainerd() {
 			return err
 		}
 		for _, cond := range conds {
-			if !cond.Status {
+			// A DaemonSet node has no conflist until aws-node writes it.
+			if !cond.Status && !(n.daemonSet && cond.Type == "NetworkReady") {
 				return fmt.Errorf("containerd not ready: %+v", conds)
 			}
 		}

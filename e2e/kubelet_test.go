@@ -75,6 +75,7 @@ func newKubeletNode(cp *kubecluster.ControlPlane, instanceType string, ipamdArgs
 	n := buildNode(&node{plugin: "vpc-cni", runtime: containerd24, kubelet: true}, instanceType, ipamdArgs...)
 	cp.Connect(n.ns)
 	n.startKubelet(cp)
+	n.waitNodeReady(cp)
 	return n
 }
 
@@ -139,13 +140,22 @@ func (n *node) startKubelet(cp *kubecluster.ControlPlane) {
 		log.Close()
 	})
 
-	By("kubelet registers the node, and the node turns Ready once containerd reports its network ready")
+	By("kubelet registers the node")
 	Eventually(func() error {
 		select {
 		case <-exited:
 			return StopTrying("kubelet exited: " + cmd.ProcessState.String())
 		default:
 		}
+		_, err := cp.Client.CoreV1().Nodes().Get(context.Background(), kubeletNodeName, metav1.GetOptions{})
+		return err
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed(), "kubelet's node (log %s)", log.Name())
+}
+
+// waitNodeReady waits until the Node is Ready: containerd reports its
+// network ready once a conflist is in place.
+func (n *node) waitNodeReady(cp *kubecluster.ControlPlane) {
+	Eventually(func() error {
 		node, err := cp.Client.CoreV1().Nodes().Get(context.Background(), kubeletNodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -156,7 +166,7 @@ func (n *node) startKubelet(cp *kubecluster.ControlPlane) {
 			}
 		}
 		return fmt.Errorf("node not Ready: %+v", node.Status.Conditions)
-	}, 120*time.Second, 500*time.Millisecond).Should(Succeed(), "kubelet's node (log %s)", log.Name())
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
 }
 
 // apiPod is an application pod as a user creates it: the suite's pause

@@ -45,4 +45,22 @@ var _ = Describe("a real Kubernetes node", Label("kubelet", "k8s"), func() {
 			n.expectUp(p, kernel.TableMain)
 		}
 	})
+
+	It("runs ipamd as deploy/'s aws-node DaemonSet, from vpccni's images: pods through the API are networked and torn down", func() {
+		cp := kubecluster.Start()
+		cp.StartControllers()
+		n := newDaemonSetNode(cp, "t3.medium")
+
+		var pods []*sandbox
+		for i := 0; i < 3; i++ {
+			pods = append(pods, n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i))))
+		}
+		for _, p := range pods {
+			n.expectUp(p, kernel.TableMain)
+			Expect(n.ping(p.ip)).To(Succeed(), "the node reaches %s at %s", p.name, p.ip)
+		}
+		n.deletePod(cp, pods[0])
+		n.expectGone(pods[0])
+		n.expectReleased(pods[0])
+	})
 })

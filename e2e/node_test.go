@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/ipamd/introspect"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 )
@@ -47,6 +48,10 @@ type node struct {
 	// (kubelet_test.go), and kubeletExited is closed when kubelet exits.
 	kubelet       bool
 	kubeletExited chan struct{}
+	// daemonSet: ipamd is not the suite's process but the aws-node
+	// DaemonSet's (daemonset_test.go), which installs the plugin and the
+	// conflist at the node's fixed paths.
+	daemonSet bool
 }
 
 // The runtime a node runs: Debian's containerd 1.6 (CNI up to 1.0.0), 2.4
@@ -89,7 +94,7 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	DeferCleanup(func() { os.RemoveAll(n.dir) })
 	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
 	n.pluginLog = filepath.Join(n.dir, "plugin.log")
-	if n.runtime == containerd24 {
+	if n.runtime == containerd24 && !n.daemonSet {
 		n.journal = filepath.Join(n.dir, "journal.jsonl")
 	}
 	n.ipamdLog, err = os.Create(filepath.Join(n.dir, "ipamd.log"))
@@ -113,7 +118,9 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	Expect(n.host.LinkSetUp("lo")).To(Succeed())
 	Expect(testns.PlugENIs(n.host)).To(Succeed())
 
-	n.startIpamd(instanceType, ipamdArgs...)
+	if !n.daemonSet {
+		n.startIpamd(instanceType, ipamdArgs...)
+	}
 	if n.runtime != podman43 {
 		n.startContainerd()
 	}
@@ -176,7 +183,7 @@ type allocation struct {
 // the address, moments after the DEL returned. Every check of the node's
 // end state waits for it first.
 func (n *node) reaped() {
-	if n.ipamd == nil {
+	if n.ipamd == nil && !n.daemonSet {
 		return
 	}
 	Eventually(func() []string {
@@ -192,10 +199,21 @@ func (n *node) reaped() {
 
 // allocations GETs /v1/allocations over ipamd's introspection socket.
 func (n *node) allocations() []allocation {
-	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", n.introspectSock())
-		}}}
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", n.introspectSock())
+	}
+	if n.daemonSet {
+		// The DaemonSet's ipamd listens at its default address, on the
+		// node namespace's loopback.
+		dial = func(ctx context.Context, _, _ string) (c net.Conn, err error) {
+			err = n.ns.Do(func() error {
+				c, err = (&net.Dialer{}).DialContext(ctx, "tcp", introspect.DefaultAddress)
+				return err
+			})
+			return c, err
+		}
+	}
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial}}
 	resp, err := c.Get("http://ipamd/v1/allocations")
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()

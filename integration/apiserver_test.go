@@ -12,15 +12,11 @@ import (
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vpccni/vpccni/internal/kubecluster"
 	"github.com/vpccni/vpccni/internal/testns"
@@ -142,40 +138,9 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 // applyDeploy creates every object of deploy/kubernetes through the API
 // server, as kubectl apply would on a new cluster.
 func applyDeploy(ctx context.Context, cp *kubecluster.ControlPlane) {
-	files, err := filepath.Glob(filepath.Join("..", "deploy", "kubernetes", "*.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	Expect(files).NotTo(BeEmpty())
-	decode := scheme.Codecs.UniversalDeserializer().Decode
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		Expect(err).NotTo(HaveOccurred())
-		for _, doc := range strings.Split(string(b), "\n---") {
-			if strings.TrimSpace(stripComments(doc)) == "" {
-				continue
-			}
-			obj, _, err := decode([]byte(doc), nil, nil)
-			Expect(err).NotTo(HaveOccurred(), "%s", f)
-			Expect(create(ctx, cp, obj)).To(Succeed(), "%s: %T", f, obj)
-		}
+	for _, obj := range kubecluster.ReadManifests(filepath.Join("..", "deploy", "kubernetes")) {
+		Expect(cp.Create(ctx, obj)).To(Succeed(), "%T", obj)
 	}
-}
-
-func create(ctx context.Context, cp *kubecluster.ControlPlane, obj runtime.Object) error {
-	c := cp.Client
-	var err error
-	switch o := obj.(type) {
-	case *corev1.ServiceAccount:
-		_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-	case *rbacv1.ClusterRole:
-		_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-	case *rbacv1.ClusterRoleBinding:
-		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-	case *appsv1.DaemonSet:
-		_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-	default:
-		Fail("deploy/kubernetes holds a " + obj.GetObjectKind().GroupVersionKind().Kind + " this spec does not create")
-	}
-	return err
 }
 
 func createPod(ctx context.Context, cp *kubecluster.ControlPlane, name string, limits corev1.ResourceList, annotations map[string]string) {
@@ -199,16 +164,6 @@ func (n *node) addNetwork(pod string) *rpc.AddNetworkReply {
 		K8S_POD_INFRA_CONTAINER_ID: "direct-" + pod, Netns: "/proc/self/ns/net"})
 	Expect(err).NotTo(HaveOccurred())
 	return reply
-}
-
-func stripComments(doc string) string {
-	var out []string
-	for _, l := range strings.Split(doc, "\n") {
-		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") && t != "---" {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // tokenLifetime is the aws-node token's, in seconds: the spec's length.

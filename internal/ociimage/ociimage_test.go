@@ -65,3 +65,79 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// TestWriteLayer: an image's layer holds its files (mode 0755, with their
+// parent directories), its symbolic links and its empty directories, and
+// its config names its entrypoint.
+func TestWriteLayer(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "img.tar")
+	img := Image{Name: "docker.io/library/x:dev", Files: map[string][]byte{"app/bin/x": []byte("x")},
+		Symlinks: map[string]string{"var/run": "/run"}, Dirs: []string{"tmp"}, Entrypoint: []string{"/app/bin/x", "run"}}
+	if err := Write(img, out); err != nil {
+		t.Fatal(err)
+	}
+	outer := untar(t, mustRead(t, out))
+	var index struct {
+		Manifests []struct{ Digest string } `json:"manifests"`
+	}
+	var manifest struct {
+		Config struct{ Digest string }
+		Layers []struct{ Digest string }
+	}
+	blob := func(d string) []byte { return outer["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")].body }
+	if err := json.Unmarshal(outer["index.json"].body, &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v", err)
+	}
+	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &manifest); err != nil || len(manifest.Layers) != 1 {
+		t.Fatalf("manifest: %v", err)
+	}
+	var config struct{ Config struct{ Entrypoint []string } }
+	if err := json.Unmarshal(blob(manifest.Config.Digest), &config); err != nil ||
+		strings.Join(config.Config.Entrypoint, " ") != "/app/bin/x run" {
+		t.Fatalf("config's entrypoint %v: %v", config.Config.Entrypoint, err)
+	}
+	layer := untar(t, blob(manifest.Layers[0].Digest))
+	for name, want := range map[string]byte{"app/": tar.TypeDir, "app/bin/": tar.TypeDir, "app/bin/x": tar.TypeReg,
+		"tmp/": tar.TypeDir, "var/": tar.TypeDir, "var/run": tar.TypeSymlink} {
+		if e, ok := layer[name]; !ok || e.hdr.Typeflag != want {
+			t.Errorf("layer entry %s: %+v, want type %c", name, e.hdr, want)
+		}
+	}
+	if e := layer["app/bin/x"]; e.hdr.Mode != 0o755 || string(e.body) != "x" {
+		t.Errorf("app/bin/x: mode %o, %q", e.hdr.Mode, e.body)
+	}
+	if e := layer["var/run"]; e.hdr.Linkname != "/run" {
+		t.Errorf("var/run links to %q", e.hdr.Linkname)
+	}
+}
+
+type entry struct {
+	hdr  *tar.Header
+	body []byte
+}
+
+func untar(t *testing.T, b []byte) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		out[h.Name] = entry{h, body}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
