@@ -43,8 +43,14 @@ func (n *node) daemonSetBinds() map[string]string {
 // DaemonSet's, on instanceType's in-memory instance; it returns once the
 // aws-node pod is Ready and the Node with it.
 func newDaemonSetNode(cp *kubecluster.ControlPlane, instanceType string, ipamdArgs ...string) *node {
+	return newDaemonSetNodeOf("", cp, instanceType, ipamdArgs...)
+}
+
+// newDaemonSetNodeOf is newDaemonSetNode with the images of a build
+// (buildNodeImages).
+func newDaemonSetNodeOf(deletePolicy string, cp *kubecluster.ControlPlane, instanceType string, ipamdArgs ...string) *node {
 	requireContainerd2()
-	awsNode, init := buildNodeImages()
+	awsNode, init := buildNodeImages(deletePolicy)
 	n := buildNode(&node{plugin: "vpc-cni", runtime: containerd24, kubelet: true, daemonSet: true}, instanceType)
 	n.pluginLog = filepath.Join(n.dir, "log", "aws-routed-eni", "plugin.log")
 	DeferCleanup(func() {
@@ -132,6 +138,10 @@ func (n *node) awsNodeReady(cp *kubecluster.ControlPlane) {
 		}
 		return fmt.Errorf("aws-node %s not Ready: %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
 	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
-	_, err := os.Stat(filepath.Join(n.dir, "containerd", "net.d", "10-aws.conflist"))
-	Expect(err).NotTo(HaveOccurred(), "aws-node wrote the conflist")
+	// vpccni-node writes it after its own health check of ipamd, which
+	// may come a moment after the readiness probe's.
+	Eventually(func() error {
+		_, err := os.Stat(filepath.Join(n.dir, "containerd", "net.d", "10-aws.conflist"))
+		return err
+	}, 20*time.Second, 100*time.Millisecond).Should(Succeed(), "aws-node writes the conflist")
 }

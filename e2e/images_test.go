@@ -30,20 +30,35 @@ const (
 	initImage    = "docker.io/library/vpccni-init:dev"
 )
 
-// nodeImages are the two image archives, built once per suite run.
+// nodeImages are the two image archives of each build, made once per
+// suite run: "" is vpccni's, a delete policy's name (ref-v1.11) the same
+// images with the test-only legacydelete builds of vpc-cni and ipamd:
+// DELs decided by that policy, and ipamd recovering only what that
+// policy's ipamd did.
 var nodeImages struct {
-	once          sync.Once
-	awsNode, init string
-	err           error
+	sync.Mutex
+	built map[string][2]string
 }
 
-// buildNodeImages returns the archives of the aws-node and init images.
-func buildNodeImages() (awsNode, init string) {
-	nodeImages.once.Do(func() {
-		nodeImages.awsNode, nodeImages.init, nodeImages.err = writeNodeImages(filepath.Join(binDir, "images"))
-	})
-	Expect(nodeImages.err).NotTo(HaveOccurred(), "building the node images")
-	return nodeImages.awsNode, nodeImages.init
+// buildNodeImages returns the archives of the aws-node and init images of
+// a build.
+func buildNodeImages(deletePolicy string) (awsNode, init string) {
+	nodeImages.Lock()
+	defer nodeImages.Unlock()
+	if a, ok := nodeImages.built[deletePolicy]; ok {
+		return a[0], a[1]
+	}
+	dir := filepath.Join(binDir, "images", "vpccni")
+	if deletePolicy != "" {
+		dir = filepath.Join(binDir, "images", deletePolicy)
+	}
+	awsNode, init, err := writeNodeImages(dir, deletePolicy)
+	Expect(err).NotTo(HaveOccurred(), "building the node images")
+	if nodeImages.built == nil {
+		nodeImages.built = map[string][2]string{}
+	}
+	nodeImages.built[deletePolicy] = [2]string{awsNode, init}
+	return awsNode, init
 }
 
 // imageBinaries are the /app files built from this tree: path in /app ->
@@ -59,7 +74,7 @@ var (
 	cniPlugins = []string{"meta/portmap", "main/loopback", "meta/bandwidth", "meta/tuning"}
 )
 
-func writeNodeImages(dir string) (string, string, error) {
+func writeNodeImages(dir, deletePolicy string) (string, string, error) {
 	app := map[string][]byte{}
 	run := func(env []string, args ...string) error {
 		cmd := exec.Command("go", args...)
@@ -71,7 +86,12 @@ func writeNodeImages(dir string) (string, string, error) {
 		return nil
 	}
 	for name, pkg := range imageBinaries {
-		if err := run(nil, "build", "-trimpath", "-ldflags", "-X main.buildVersion=e2e", "-o", filepath.Join(dir, "app", name), pkg); err != nil {
+		args := []string{"build", "-trimpath", "-ldflags", "-X main.buildVersion=e2e", "-o", filepath.Join(dir, "app", name), pkg}
+		if deletePolicy != "" && (name == "cni/vpc-cni" || name == "ipamd") {
+			args = []string{"build", "-trimpath", "-tags", "legacydelete",
+				"-ldflags", "-X main.buildVersion=e2e -X main.deletePolicy=" + deletePolicy, "-o", filepath.Join(dir, "app", name), pkg}
+		}
+		if err := run(nil, args...); err != nil {
 			return "", "", err
 		}
 	}

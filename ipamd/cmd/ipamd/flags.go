@@ -291,6 +291,10 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 		IPv6: f.ipv6, Checkpoint: f.checkpoint, ReleaseQueue: releasequeue.DirFor(f.socket), Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
 		Cooldown: f.cooldown, Reconcile: f.reconcile, ReconcileInterval: f.reconcileInterval, ReconcileGrace: f.reconcileGrace,
 		Targets: f.targets, ENIMTU: f.eniMTU, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
+	// Nothing but in the test-only "legacydelete" build.
+	if err := legacyProfile(&cfg); err != nil {
+		return cfg, cleanup, err
+	}
 	if !f.noMetrics {
 		f.registry = prometheus.NewRegistry()
 		f.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -149,7 +149,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vpc-cni:", err)
 		os.Exit(1)
 	}
+	// nil but in the test-only "legacydelete" build.
+	legacyDel, err := deleteFlow()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vpc-cni:", err)
+		os.Exit(1)
+	}
 	p := plugin.New(plugin.Env{
+		DeleteFlow: legacyDel,
 		Kernel:     linux.Opener{},
 		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		IsHostNS:   isHostNS,
