@@ -218,7 +218,6 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	return findings
 }
 
-
 // ruleString is a rule as ip rule shows it: "512 to 10.0.2.11/32 lookup
 // main".
 func ruleString(r kernel.Rule) string {
