@@ -187,7 +187,8 @@ func (n *node) networkReady() condition {
 
 var networkIsReady = condition{Type: "NetworkReady", Status: true}
 
-// journalEntries is what vpc-cni journaled for one verb, in order.
+// journalEntries is what vpc-cni journaled for one verb (every verb for
+// ""), in order.
 func (n *node) journalEntries(verb string) []journal.Entry {
 	f, err := os.Open(n.journal)
 	if os.IsNotExist(err) {
@@ -199,7 +200,7 @@ func (n *node) journalEntries(verb string) []journal.Entry {
 	Expect(err).NotTo(HaveOccurred())
 	var out []journal.Entry
 	for _, e := range all {
-		if e.Env.Command == verb {
+		if verb == "" || e.Env.Command == verb {
 			out = append(out, e)
 		}
 	}

@@ -51,8 +51,13 @@ func newDaemonSetNode(cp *kubecluster.ControlPlane, instanceType string, ipamdAr
 func newDaemonSetNodeOf(deletePolicy string, cp *kubecluster.ControlPlane, instanceType string, ipamdArgs ...string) *node {
 	requireContainerd2()
 	awsNode, init := buildNodeImages(deletePolicy)
+	// The control plane is off the VPC: without the exclusion the node's
+	// SNAT rule would give kubelet's connections to it the primary ENI's
+	// address, which the control plane cannot answer.
+	ipamdArgs = append(ipamdArgs, "--exclude-snat-cidrs", kubecluster.APIServerAddr+"/32")
 	n := buildNode(&node{plugin: "vpc-cni", runtime: containerd24, kubelet: true, daemonSet: true}, instanceType)
 	n.pluginLog = filepath.Join(n.dir, "log", "aws-routed-eni", "plugin.log")
+	n.journal = filepath.Join(n.dir, "log", "aws-routed-eni", "journal.jsonl")
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
 			dumpFile("aws-node's ipamd log", filepath.Join(n.dir, "log", "aws-routed-eni", "ipamd.log"))
@@ -82,8 +87,8 @@ func newDaemonSetNodeOf(deletePolicy string, cp *kubecluster.ControlPlane, insta
 // forTestNode is the one change the suite makes to deploy/'s DaemonSet:
 // the aws-node container's command gives ipamd the in-memory cloud of the
 // node's instance type (the manifest's own command does the same with
-// the default one, an m5.large), and the control plane's address outside
-// SNAT (it is off the VPC), and the memory cloud's check that it runs in
+// the default one, an m5.large) and the spec's ipamd flags, the plugin's
+// journal is on, and the memory cloud's check that it runs in
 // a named network namespace, not the machine's, is given the named
 // namespaces to look in; the iptables lock is the node's own, not the
 // machine's /run/xtables.lock (kubelet would create it there).
@@ -96,8 +101,9 @@ func forTestNode(ds *appsv1.DaemonSet, instanceType string, ipamdArgs []string) 
 		}
 	}
 	Expect(c).NotTo(BeNil(), "deploy/'s DaemonSet has an aws-node container")
-	c.Command = append([]string{"/app/vpccni-node", "run", "--", "--cloud", "memory", "--instance-type", instanceType,
-		"--exclude-snat-cidrs", kubecluster.APIServerAddr + "/32"}, ipamdArgs...)
+	c.Command = append([]string{"/app/vpccni-node", "run", "--", "--cloud", "memory", "--instance-type", instanceType}, ipamdArgs...)
+	// The plugin's journal, for the drain's replay: an operator's switch.
+	c.Env = append(c.Env, corev1.EnvVar{Name: "VPCCNI_PLUGIN_JOURNAL_FILE", Value: "/var/log/aws-routed-eni/journal.jsonl"})
 	hostToContainer := corev1.MountPropagationHostToContainer
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "netns",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/netns"}}})

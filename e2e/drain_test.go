@@ -17,7 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vpccni/vpccni/internal/kubecluster"
+	"github.com/vpccni/vpccni/internal/testns"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/kernel/linux"
+	"github.com/vpccni/vpccni/scenarios/invariant"
+	"github.com/vpccni/vpccni/scenarios/playback"
+	"github.com/vpccni/vpccni/scenarios/policy"
 )
 
 // The #2048 drain, as a cluster autoscaler does it: it taints the node
@@ -186,6 +191,7 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	// No cooldown: a freed address is the next one handed out, so a leak
 	// would misroute the next pod.
 	n := newDaemonSetNodeOf(deletePolicy, cp, "t3.medium", append([]string{"--ip-cooldown", "0s"}, ipamdArgs...)...)
+	before := n.snapshotState()
 	var pods []*sandbox
 	for i := 0; i < 6; i++ { // web-5 on device 1: rules 512 and 1536
 		pods = append(pods, n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i))))
@@ -215,6 +221,14 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	}
 	b, _ := json.MarshalIndent(findings, "", "  ")
 	AddReportEntry("drain findings", string(b))
+	switch {
+	case deletePolicy == "" && len(findings) == 0:
+		By("kubelet's invocations, replayed from the plugin's journal on the model, end where the kernel did")
+		n.replayJournal(before, live)
+	case deletePolicy != "":
+		By("kubelet's invocations, its DEL retries included, replayed under " + deletePolicy + ": the model finds the leak too")
+		n.replayLegacyJournal(deletePolicy, deleted)
+	}
 	return findings
 }
 
@@ -233,4 +247,91 @@ func ruleString(r kernel.Rule) string {
 		table = "main"
 	}
 	return fmt.Sprintf("%d%s lookup %s", r.Priority, sel, table)
+}
+
+// replayJournal replays what the plugin journaled on the node (every
+// verb kubelet's CRI calls made containerd run, retries included) on the
+// kernel model, with vpccni's flow, and checks it ends in the real
+// kernel's final state: the node's objects made since before (the node
+// with aws-node up, before any pod) and each live pod's own.
+func (n *node) replayJournal(before kernel.State, live []*sandbox) {
+	entries := n.journalEntries("")
+	Expect(entries).NotTo(BeEmpty(), "vpc-cni journaled nothing at %s", n.journal)
+	rep, err := playback.Play(entries, playback.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(rep.Divergences).To(BeZero(), "the replay diverged from the recording")
+	Expect(rep.Verdict()).To(Equal("clean"), "%v", rep.Violations)
+
+	left := map[string][]string{}
+	if add, _ := kernel.Diff(before, n.snapshotState()); len(add) > 0 {
+		left[playback.NodeNS] = add
+	}
+	netnsOf := map[string]string{} // container ID -> CNI_NETNS its ADD had
+	for _, e := range entries {
+		if e.Env.Command == "ADD" {
+			netnsOf[e.Env.ContainerID] = e.Env.Netns
+		}
+	}
+	fresh, err := testns.New("vpccni-fresh")
+	Expect(err).NotTo(HaveOccurred())
+	podBefore := stateAt(fresh.Path())
+	Expect(fresh.Close()).To(Succeed())
+	for _, s := range live {
+		if add, _ := kernel.Diff(podBefore, stateAt(s.netns())); len(add) > 0 {
+			left[netnsOf[s.id]] = add
+		}
+	}
+	Expect(rep.Left).To(Equal(left), "the replay's final objects against the real kernel's")
+	AddReportEntry("journal replay", fmt.Sprintf("%d invocations replayed, verdict %s", len(entries), rep.Verdict()))
+}
+
+func (n *node) snapshotState() kernel.State {
+	n.reaped()
+	s, err := kernel.Snapshot(n.host)
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+// stateAt reads one namespace of the real kernel.
+func stateAt(path string) kernel.State {
+	h, err := linux.Opener{}.Open(path)
+	Expect(err).NotTo(HaveOccurred())
+	defer h.Close()
+	s, err := kernel.Snapshot(h)
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+// replayLegacyJournal replays the journal of a legacy build's drain under
+// the same policy: the model, fed what kubelet really did (its DELs
+// retried until the restarted ipamd said "unknown pod"), must find the
+// deleted pods' rules leaked as the real kernel kept them.
+func (n *node) replayLegacyJournal(deletePolicy string, deleted []*sandbox) {
+	entries := n.journalEntries("")
+	dels := map[string]int{}
+	for _, e := range entries {
+		if e.Env.Command == "DEL" {
+			dels[e.Env.ContainerID]++
+		}
+	}
+	for _, s := range deleted {
+		Expect(dels[s.id]).To(BeNumerically(">", 1), "kubelet retried %s's DEL", s.name)
+	}
+	pol, err := policy.ByName(deletePolicy)
+	Expect(err).NotTo(HaveOccurred())
+	rep, err := playback.Play(entries, playback.Options{Policy: pol})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(rep.Verdict()).To(Equal(invariant.Leak))
+	var leaks []string
+	for _, v := range rep.Violations {
+		leaks = append(leaks, v.String())
+	}
+	// deleted[0] is web-5, on device 1, whose address no later pod
+	// reuses (web-1's was handed out again after the drain, and the new
+	// pod's rule is then its own).
+	w := deleted[0]
+	Expect(leaks).To(ContainElements(
+		"LEAK: rule 512 to "+w.ip.String()+"/32 lookup main (default/"+w.name+", deleted)",
+		"LEAK: rule 1536 from "+w.ip.String()+"/32 lookup 2 (default/"+w.name+", deleted)"), "the model's leak of %s", w.name)
+	AddReportEntry("journal replay", fmt.Sprintf("%d invocations replayed under %s, verdict %s", len(entries), deletePolicy, rep.Verdict()))
 }

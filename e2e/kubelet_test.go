@@ -19,9 +19,10 @@ import (
 	"github.com/vpccni/vpccni/internal/kubecluster"
 )
 
-// A kubelet node is a containerd 2.4 node (its ipamd and ENIs as
-// buildNode makes them) registered with a real control plane by a real
-// kubelet, which runs in containerd's network and mount namespaces. What
+// A kubelet node is a containerd 2.4 node (its ENIs as buildNode makes
+// them) registered with a real control plane by a real kubelet, which
+// runs in containerd's network and mount namespaces (daemonset_test.go
+// puts ipamd on it). What
 // kubelet would change on the machine is kept in that private mount
 // namespace: the node's directories are bind-mounted over the fixed
 // paths it writes (/var/lib/kubelet, and /var/log for /var/log/pods and
@@ -62,21 +63,6 @@ func (n *node) kubeletBinds() map[string]string {
 		binds[path] = f
 	}
 	return binds
-}
-
-// newKubeletNode builds a containerd 2.4 node, links it to the control
-// plane and starts kubelet in it; it returns once the Node is Ready.
-func newKubeletNode(cp *kubecluster.ControlPlane, instanceType string, ipamdArgs ...string) *node {
-	requireContainerd2()
-	// The control plane is off the VPC: without the exclusion the node's
-	// SNAT rule would give kubelet's connections to it the primary ENI's
-	// address, which the control plane cannot answer.
-	ipamdArgs = append(ipamdArgs, "--exclude-snat-cidrs", kubecluster.APIServerAddr+"/32")
-	n := buildNode(&node{plugin: "vpc-cni", runtime: containerd24, kubelet: true}, instanceType, ipamdArgs...)
-	cp.Connect(n.ns)
-	n.startKubelet(cp)
-	n.waitNodeReady(cp)
-	return n
 }
 
 // kubeletConfig is the KubeletConfiguration that runs here: cgroup v1
@@ -187,6 +173,7 @@ func apiPod(name string) *corev1.Pod {
 // reports it.
 func (n *node) runPod(cp *kubecluster.ControlPlane, pod *corev1.Pod) *sandbox {
 	ctx := context.Background()
+	cp.WaitDefaultServiceAccount()
 	_, err := cp.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var got *corev1.Pod

@@ -42,6 +42,9 @@ func Conflist(s Settings) ([]byte, error) {
 	if s.IpamdAddress != "" {
 		vpc["ipamdAddress"] = s.IpamdAddress
 	}
+	if s.JournalFile != "" {
+		vpc["journalFile"] = s.JournalFile
+	}
 	plugins := []any{vpc, map[string]any{
 		"type":         "portmap",
 		"capabilities": map[string]bool{"portMappings": true},

@@ -52,7 +52,8 @@ func TestConflistDefaults(t *testing.T) {
 // TestConflistChains: bandwidth, then tuning with IPv6 off in the pod,
 // after portmap; the socket and a stderr plugin log as vpc-cni takes them.
 func TestConflistChains(t *testing.T) {
-	s, _ := SettingsFromEnv(env(EnvBandwidth, "true", EnvNoPodV6, "true", EnvPluginLogFile, "stderr", EnvPodMTU, "1500"))
+	s, _ := SettingsFromEnv(env(EnvBandwidth, "true", EnvNoPodV6, "true", EnvPluginLogFile, "stderr", EnvPodMTU, "1500",
+		EnvJournalFile, "/var/log/j.jsonl"))
 	s.IpamdAddress = "unix:///run/x/ipamd.sock"
 	b, err := Conflist(s)
 	if err != nil {
@@ -67,7 +68,8 @@ func TestConflistChains(t *testing.T) {
 		t.Fatalf("chain %v", types)
 	}
 	vpc := c.Plugins[0]
-	if vpc["mtu"] != "1500" || vpc["ipamdAddress"] != "unix:///run/x/ipamd.sock" || vpc["pluginLogFile"] != nil {
+	if vpc["mtu"] != "1500" || vpc["ipamdAddress"] != "unix:///run/x/ipamd.sock" || vpc["pluginLogFile"] != nil ||
+		vpc["journalFile"] != "/var/log/j.jsonl" {
 		t.Errorf("vpc-cni entry %v", vpc)
 	}
 	if c.Plugins[2]["capabilities"].(map[string]any)["bandwidth"] != true {

@@ -35,6 +35,9 @@ const (
 	EnvBandwidth      = "ENABLE_BANDWIDTH_PLUGIN"
 	EnvNoPodV6        = "DISABLE_POD_V6"
 	EnvNoEarlyDemux   = "DISABLE_TCP_EARLY_DEMUX"
+	// EnvJournalFile is vpccni's own: the plugin's invocation journal
+	// (journalFile), a node path; unset, none.
+	EnvJournalFile = "VPCCNI_PLUGIN_JOURNAL_FILE"
 )
 
 // Settings are what the main container's entrypoint writes into the
@@ -61,6 +64,9 @@ type Settings struct {
 	NoPodV6 bool
 	// IpamdAddress is ipamd's socket for the plugin, "" for the default.
 	IpamdAddress string
+	// JournalFile is where the plugin journals every invocation, for
+	// replay; "" for no journal.
+	JournalFile string
 }
 
 // SettingsFromEnv reads and checks the main container's settings. Each
@@ -122,6 +128,11 @@ func SettingsFromEnv(getenv awsenv.Getenv) (Settings, error) {
 	if _, ok := pluginLevels[strings.ToLower(s.PluginLogLevel)]; !ok {
 		errs = append(errs, &awsenv.Error{Name: EnvPluginLogLevel, Value: s.PluginLogLevel,
 			Want: "want debug, info, warn or error, in any case"})
+	}
+	s.JournalFile = getenv(EnvJournalFile)
+	if s.JournalFile != "" && (!filepath.IsAbs(s.JournalFile) || filepath.Clean(s.JournalFile) != s.JournalFile) {
+		errs = append(errs, &awsenv.Error{Name: EnvJournalFile, Value: s.JournalFile,
+			Want: "want a clean absolute path on the node, or unset for no journal"})
 	}
 	for _, d := range []struct{ name, dir string }{{EnvHostConfDir, s.HostConfDir}, {EnvHostBinDir, s.HostBinDir}} {
 		if !filepath.IsAbs(d.dir) {

@@ -43,6 +43,10 @@ func TestSettingsRead(t *testing.T) {
 	if s != want {
 		t.Errorf("\n got %+v\nwant %+v", s, want)
 	}
+	if s, err := SettingsFromEnv(env(EnvJournalFile, "/var/log/aws-routed-eni/journal.jsonl")); err != nil ||
+		s.JournalFile != "/var/log/aws-routed-eni/journal.jsonl" {
+		t.Errorf("VPCCNI_PLUGIN_JOURNAL_FILE: %q, %v", s.JournalFile, err)
+	}
 	if s, err := SettingsFromEnv(env(EnvENIMTU, "1500", EnvPodMTU, "1400")); err != nil || s.PodMTU != 1400 {
 		t.Errorf("POD_MTU=1400 beside AWS_VPC_ENI_MTU=1500: %d, %v; want 1400", s.PodMTU, err)
 	}
@@ -75,6 +79,8 @@ func TestSettingsRefused(t *testing.T) {
 		{[]string{EnvNoPodV6, "on"}, EnvNoPodV6, "true or false"},
 		{[]string{EnvHostConfDir, "etc/cni"}, EnvHostConfDir, "absolute"},
 		{[]string{EnvHostBinDir, "bin"}, EnvHostBinDir, "absolute"},
+		{[]string{EnvJournalFile, "journal.jsonl"}, EnvJournalFile, "clean absolute path"},
+		{[]string{EnvJournalFile, "/var/log/./j"}, EnvJournalFile, "clean absolute path"},
 	}
 	for _, c := range cases {
 		_, err := SettingsFromEnv(env(c.env...))

@@ -140,8 +140,13 @@ func (cp *ControlPlane) StartControllers() {
 		"--service-account-private-key-file", cp.ca.path("sa.key"), "--root-ca-file", cp.ca.path("ca.crt"))
 	cp.start(sched, "--kubeconfig", cp.CertKubeconfig("scheduler", "system:kube-scheduler"),
 		"--leader-elect=false", "--secure-port=0")
-	// Pods are refused until the service account controller has made
-	// their namespace's default ServiceAccount.
+}
+
+// WaitDefaultServiceAccount waits until the service account controller
+// has made the default namespace's default ServiceAccount: pods are
+// refused until then. (A spec calls it when it first needs it, so that
+// kube-controller-manager starts while the node is being built.)
+func (cp *ControlPlane) WaitDefaultServiceAccount() {
 	Eventually(func() error {
 		_, err := cp.Client.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
 		return err

@@ -49,7 +49,9 @@ ENABLE_IPv6), podSGEnforcingMode (POD_SECURITY_GROUP_ENFORCING_MODE,
 strict or standard), pluginLogFile (AWS_VPC_K8S_PLUGIN_LOG_FILE, an
 absolute path or stderr) and pluginLogLevel (AWS_VPC_K8S_PLUGIN_LOG_LEVEL);
 then portmap; then bandwidth with ENABLE_BANDWIDTH_PLUGIN=true, and tuning
-turning IPv6 off in the pods with DISABLE_POD_V6=true.
+turning IPv6 off in the pods with DISABLE_POD_V6=true. vpccni's own
+VPCCNI_PLUGIN_JOURNAL_FILE (a clean absolute node path) adds journalFile:
+vpc-cni then journals every invocation there, for "replay journal FILE".
 
 ipamd writes the node's SNAT and connmark rules with iptables, in the
 node's mode: --iptables-mode auto (the default) picks legacy or nft as
