@@ -46,7 +46,8 @@ TOOLS_CACHE         ?= $(or $(XDG_CACHE_HOME),$(or $(HOME),/root)/.cache)/vpccni
 export CRICTL          ?= $(TOOLS_CACHE)/crictl-$(CRICTL_VERSION)/crictl
 export GRPC_HEALTH_PROBE ?= $(TOOLS_CACHE)/grpc-health-probe-$(GRPC_HEALTH_PROBE_VERSION)/grpc-health-probe
 export CONTAINERD2_DIR ?= $(TOOLS_CACHE)/containerd-$(CONTAINERD2_VERSION)
-# The integration suite's API-server specs read these two.
+# The integration suite's API-server specs and the e2e suite's kubelet node
+# read these two.
 export KUBE_DIR ?= $(TOOLS_CACHE)/kubernetes-$(KUBE_VERSION)
 export ETCD     ?= $(TOOLS_CACHE)/etcd-$(ETCD_VERSION)/etcd
 # The interop suite and make bench read these two: the reference plugin and
@@ -117,9 +118,12 @@ integration:
 ## e2e: containerd 1.6 (CNI 1.0.0) and 2.4.2 (CNI 1.1.0, STATUS through
 ## crictl info) drive vpc-cni + portmap through the CRI (crictl runp, stopp,
 ## rmp) against ipamd, in a node namespace (root); podman 4.3 runs, stops and
-## removes containers on vpc-cni (resultFormat spec). Needs containerd, runc,
-## iptables, podman, crictl ($CRICTL) and containerd 2.4.2 ($CONTAINERD2_DIR),
-## which `make tools` installs; without them it fails, naming what is missing.
+## removes containers on vpc-cni (resultFormat spec); kubelet, a real control
+## plane and deploy/'s aws-node DaemonSet run pods and the #2048 drain (label
+## kubelet). Needs containerd, runc, iptables, podman, crictl ($CRICTL),
+## containerd 2.4.2 ($CONTAINERD2_DIR), the Kubernetes binaries ($KUBE_DIR),
+## etcd ($ETCD) and grpc-health-probe ($GRPC_HEALTH_PROBE), which `make tools`
+## installs; without them it fails, naming what is missing.
 e2e:
 	@mkdir -p $(REPORTS)
 	$(GINKGO) -v --label-filter='!bench' --junit-report=e2e-junit.xml $(GINKGO_JSON) --output-dir=$(BIN) ./e2e

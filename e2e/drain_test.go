@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -192,9 +193,15 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	// would misroute the next pod.
 	n := newDaemonSetNodeOf(deletePolicy, cp, "t3.medium", append([]string{"--ip-cooldown", "0s"}, ipamdArgs...)...)
 	before := n.snapshotState()
+	By("six pods through the API: kubelet's sandboxes get their addresses from ipamd, on both ENIs")
 	var pods []*sandbox
 	for i := 0; i < 6; i++ { // web-5 on device 1: rules 512 and 1536
 		pods = append(pods, n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i))))
+	}
+	Expect(netip.MustParsePrefix("10.0.2.0/24").Contains(pods[5].ip)).To(BeTrue(), "the sixth pod is on device 1: %s", pods[5].ip)
+	for _, p := range pods {
+		n.expectUp(p, tableOf(p))
+		Expect(n.ping(p.ip)).To(Succeed(), "the node reaches %s at %s", p.name, p.ip)
 	}
 	deleted, live := []*sandbox{pods[5], pods[1]}, []*sandbox{pods[0], pods[2], pods[3], pods[4]}
 
@@ -225,6 +232,18 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	case deletePolicy == "" && len(findings) == 0:
 		By("kubelet's invocations, replayed from the plugin's journal on the model, end where the kernel did")
 		n.replayJournal(before, live)
+		// (After the replay: the model does not delete the veths a DEL
+		// hands over to ipamd.)
+		By("a pod deleted through the API with aws-node up: kubelet stops its sandbox, and nothing of it is left")
+		n.deletePod(cp, live[0])
+		n.expectGone(live[0])
+		n.expectReleased(live[0])
+		for _, p := range live[1:] {
+			// Rules and route only: after a lost checkpoint ipamd holds the
+			// survivors as recovered allocations, named by their veths.
+			Expect(n.rulesFor(p.ip)).NotTo(BeEmpty(), "%s's rules", p.name)
+			Expect(n.routesFor(p.ip)).NotTo(BeEmpty(), "%s's route", p.name)
+		}
 	case deletePolicy != "":
 		By("kubelet's invocations, its DEL retries included, replayed under " + deletePolicy + ": the model finds the leak too")
 		n.replayLegacyJournal(deletePolicy, deleted)
@@ -334,4 +353,13 @@ func (n *node) replayLegacyJournal(deletePolicy string, deleted []*sandbox) {
 		"LEAK: rule 512 to "+w.ip.String()+"/32 lookup main (default/"+w.name+", deleted)",
 		"LEAK: rule 1536 from "+w.ip.String()+"/32 lookup 2 (default/"+w.name+", deleted)"), "the model's leak of %s", w.name)
 	AddReportEntry("journal replay", fmt.Sprintf("%d invocations replayed under %s, verdict %s", len(entries), deletePolicy, rep.Verdict()))
+}
+
+// tableOf is the route table of a pod's ENI: main for device 0's
+// addresses, 2 for device 1's (testns.PlugENIs's subnets).
+func tableOf(s *sandbox) int {
+	if netip.MustParsePrefix("10.0.2.0/24").Contains(s.ip) {
+		return 2
+	}
+	return kernel.TableMain
 }

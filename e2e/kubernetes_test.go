@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"fmt"
-	"net/netip"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/vpccni/vpccni/internal/kubecluster"
-	"github.com/vpccni/vpccni/kernel"
 )
 
 // Kubernetes drives vpc-cni: pods are created and deleted through a real
@@ -16,39 +10,8 @@ import (
 // whose CRI calls to containerd 2.4 run the plugin, which deploy/'s
 // aws-node DaemonSet installed with ipamd.
 var _ = Describe("a real Kubernetes node", Label("kubelet", "k8s"), func() {
-	It("runs ipamd as deploy/'s aws-node DaemonSet from vpccni's images; pods created through the API are networked, those deleted through it leave nothing", func() {
-		cp := kubecluster.Start()
-		cp.StartControllers()
-		n := newDaemonSetNode(cp, "t3.medium") // 5 pod addresses on device 0, then device 1
-
-		By("six pods through the API: kubelet's sandboxes get their addresses from ipamd, on both ENIs")
-		var pods []*sandbox
-		for i := 0; i < 6; i++ {
-			pods = append(pods, n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i))))
-		}
-		for _, p := range pods {
-			table := kernel.TableMain
-			if netip.MustParsePrefix("10.0.2.0/24").Contains(p.ip) {
-				table = 2
-			}
-			n.expectUp(p, table)
-			Expect(n.ping(p.ip)).To(Succeed(), "the node reaches %s at %s", p.name, p.ip)
-		}
-		Expect(netip.MustParsePrefix("10.0.2.0/24").Contains(pods[5].ip)).To(BeTrue(), "the sixth pod is on device 1: %s", pods[5].ip)
-
-		By("pods deleted through the API: kubelet stops their sandboxes, and nothing of them is left")
-		for _, p := range []*sandbox{pods[5], pods[0]} {
-			n.deletePod(cp, p)
-			n.expectGone(p)
-			n.expectReleased(p)
-		}
-		for _, p := range pods[1:5] {
-			n.expectUp(p, kernel.TableMain)
-		}
-	})
-
 	Describe("the #2048 drain: aws-node evicted through the Eviction API, pods deleted in the window, the eviction cancelled", Label("incident-2048"), func() {
-		It("leaves nothing of the deleted pods and holds no address twice, the checkpoint kept", func() {
+		It("networks pods created through the API; leaves nothing of those deleted, in the window or after, and holds no address twice, the checkpoint kept", func() {
 			Expect(drain2048("", false)).To(BeEmpty())
 		})
 		It("leaves nothing of the deleted pods and holds no address twice, the checkpoint lost", func() {

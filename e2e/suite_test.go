@@ -6,13 +6,17 @@
 // ipamd run inside a node network namespace the suite creates (with veth
 // stand-ins for the ENIs), containerd in a private mount namespace of its
 // own; the pods' namespaces are containerd's. Debian's podman 4.3 drives
-// vpc-cni the same way, with resultFormat "spec" (podman_test.go). The
+// vpc-cni the same way, with resultFormat "spec" (podman_test.go). And a
+// real single-node Kubernetes cluster (kubernetes_test.go) has kubelet
+// drive containerd 2.4, with ipamd and the plugin installed by deploy/'s
+// aws-node DaemonSet from vpccni's images, through the #2048 drain. The
 // machine's own network namespace is never touched, and everything is
 // removed pass or fail.
 //
 // The suite installs nothing: `make tools` does (containerd, runc,
 // iptables, podman from Debian; crictl and containerd 2.4 from the Go
-// module proxy, named by $CRICTL and $CONTAINERD2_DIR). Without them it fails,
+// module proxy, named by $CRICTL and $CONTAINERD2_DIR; the Kubernetes
+// binaries and etcd, named by $KUBE_DIR and $ETCD). Without them it fails,
 // saying what is missing and what installs it: never a skip, which would
 // let a run that tested nothing pass.
 package e2e
