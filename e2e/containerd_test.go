@@ -326,7 +326,8 @@ func (c *cri) crictl(args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// stop removes every pod (their DELs reach ipamd, which is still up),
+// stop removes every pod (their DELs reach ipamd, which is still up:
+// on a DaemonSet node the application pods go first, aws-node last),
 // stops containerd, then kills what may be left of its process tree: the
 // shims (in its mount namespace) and pause processes (in the pods'
 // cgroups), and removes those cgroups. Pass or fail.
@@ -338,6 +339,11 @@ func (c *cri) stop() {
 	select {
 	case <-c.exited:
 	default:
+		if ids, err := c.crictl("pods", "-q", "--namespace", podNamespace); err == nil && strings.TrimSpace(ids) != "" {
+			if out, err := c.crictl(append([]string{"rmp", "--force"}, strings.Fields(ids)...)...); err != nil {
+				fmt.Fprintf(GinkgoWriter, "cleanup: %v %s\n", err, out)
+			}
+		}
 		if out, err := c.crictl("rmp", "--all", "--force"); err != nil {
 			fmt.Fprintf(GinkgoWriter, "cleanup: %v %s\n", err, out)
 		}
