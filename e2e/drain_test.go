@@ -313,10 +313,7 @@ func (n *node) snapshotState() kernel.State {
 
 // stateAt reads one namespace of the real kernel.
 func stateAt(path string) kernel.State {
-	h, err := linux.Opener{}.Open(path)
-	Expect(err).NotTo(HaveOccurred())
-	defer h.Close()
-	s, err := kernel.Snapshot(h)
+	s, err := linux.SnapshotAt(path)
 	Expect(err).NotTo(HaveOccurred())
 	return s
 }

@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vpccni/vpccni/internal/kubecluster"
@@ -116,7 +115,6 @@ func (n *node) startKubelet(cp *kubecluster.ControlPlane) {
 	Expect(cmd.Start()).To(Succeed())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	n.kubeletExited = exited
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
 			dumpFile("kubelet log", log.Name())
@@ -202,16 +200,6 @@ func (n *node) runPod(cp *kubecluster.ControlPlane, pod *corev1.Pod) *sandbox {
 // gone from it: kubelet has stopped its sandbox (the CNI DEL) and
 // confirmed the deletion.
 func (n *node) deletePod(cp *kubecluster.ControlPlane, s *sandbox) {
-	ctx := context.Background()
-	Expect(cp.Client.CoreV1().Pods(s.namespace()).Delete(ctx, s.name, metav1.DeleteOptions{})).To(Succeed())
-	Eventually(func() error {
-		_, err := cp.Client.CoreV1().Pods(s.namespace()).Get(ctx, s.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err == nil {
-			return fmt.Errorf("pod %s still in the API", s.name)
-		}
-		return err
-	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+	Expect(cp.Client.CoreV1().Pods(s.namespace()).Delete(context.Background(), s.name, metav1.DeleteOptions{})).To(Succeed())
+	n.waitDeleted(cp, s)
 }

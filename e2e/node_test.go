@@ -45,9 +45,8 @@ type node struct {
 	// verb, STATUS included (the plugin log has no line for STATUS).
 	journal string
 	// kubelet: containerd's mount namespace gets kubelet's binds
-	// (kubelet_test.go), and kubeletExited is closed when kubelet exits.
-	kubelet       bool
-	kubeletExited chan struct{}
+	// (kubelet_test.go).
+	kubelet bool
 	// daemonSet: ipamd is not the suite's process but the aws-node
 	// DaemonSet's (daemonset_test.go), which installs the plugin and the
 	// conflist at the node's fixed paths.

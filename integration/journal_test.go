@@ -33,10 +33,7 @@ func (n *node) journalConf(version, path string) *libcni.NetworkConfigList {
 
 // stateOf reads one namespace of the real kernel.
 func stateOf(path string) kernel.State {
-	h, err := linux.Opener{}.Open(path)
-	Expect(err).NotTo(HaveOccurred())
-	defer h.Close()
-	s, err := kernel.Snapshot(h)
+	s, err := linux.SnapshotAt(path)
 	Expect(err).NotTo(HaveOccurred())
 	return s
 }

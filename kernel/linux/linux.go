@@ -314,3 +314,14 @@ func (h *Handle) LinkSetUp(name string) error {
 		return h.nl.LinkSetUp(l)
 	})
 }
+
+// SnapshotAt reads every kernel object of the network namespace at path
+// (a pod's CNI_NETNS, a named namespace, /proc/PID/ns/net), read-only.
+func SnapshotAt(path string) (kernel.State, error) {
+	h, err := Opener{}.Open(path)
+	if err != nil {
+		return kernel.State{}, err
+	}
+	defer h.Close()
+	return kernel.Snapshot(h)
+}
