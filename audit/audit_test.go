@@ -3,132 +3,218 @@ package audit
 import (
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/testns"
-	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/kernel/model"
 	"github.com/vpccni/vpccni/ownership"
 )
 
-// world is a model node with its two ENIs as ipamd leaves them (eth1's
-// rule 32765 to table 2), and the pods and leftovers a test puts on it.
-type world struct {
-	t      *testing.T
-	h      kernel.API
-	allocs []checkpoint.Allocation
-}
-
-func newWorld(t *testing.T) *world {
-	k := model.New()
-	if err := k.AddNamespace("node"); err != nil {
-		t.Fatal(err)
-	}
-	h, err := k.Open("node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testns.PlugENIs(h); err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, h: h}
-	w.must(h.RuleAdd(kernel.Rule{Priority: ownership.PrioENI, Family: kernel.FamilyV4, Src: testns.IfAddr("10.0.2.10/32"), Table: 2}))
-	return w
-}
-
-func (w *world) must(err error) {
-	w.t.Helper()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// pod gives name's veth the address: the host veth, its host route, rule
-// 512 (unless noRule) and, in table 2, rule 1536.
-func (w *world) pod(name, addr string, noRule bool) {
-	ip := netip.MustParseAddr(addr)
-	veth := ownership.HostVeth("eni", "default", name)
-	w.must(w.h.AddVeth(kernel.VethSpec{Name: veth, PeerName: "p" + name, MTU: 9001}))
-	l, err := w.h.LinkByName(veth)
-	w.must(err)
-	w.must(w.h.LinkSetUp(veth))
-	w.must(w.h.RouteAdd(kernel.Route{Dst: ownership.IPNet(ownership.HostPrefix(ip)), LinkIndex: l.Index, Scope: kernel.ScopeLink}))
-	if !noRule {
-		w.must(w.h.RuleAdd(ownership.ToPodRule(ip)))
-	}
-	if netip.MustParsePrefix("10.0.2.0/24").Contains(ip) {
-		w.must(w.h.RuleAdd(ownership.FromPodRule(ip, 2)))
-	}
-}
-
-func (w *world) allocate(pod, addr string) {
-	w.allocs = append(w.allocs, checkpoint.Allocation{NetworkName: "aws-cni", ContainerID: "c-" + pod, IfName: "eth0", IPv4: addr,
-		Metadata: checkpoint.Metadata{K8SPodNamespace: "default", K8SPodName: pod}})
-}
-
-func (w *world) audit() []string {
-	w.t.Helper()
-	fs, err := Run(Input{Node: w.h, Allocations: w.allocs, VethPrefixes: []string{"eni"}})
-	w.must(err)
-	var out []string
-	for _, f := range fs {
-		out = append(out, string(f.Class)+" "+f.Object)
-	}
-	return out
-}
-
-// TestHealthyNodeIsClean: live, allocated pods on both ENIs and other
-// agents' rules at the pod priorities give no finding.
+// TestHealthyNodeIsClean: live, allocated pods on every ENI and other
+// agents' rules at the pod priorities give no finding, whether the audit
+// reads the node alone, asks the runtime, or asks ipamd too.
 func TestHealthyNodeIsClean(t *testing.T) {
-	w := newWorld(t)
-	w.pod("web-0", "10.0.1.11", false)
-	w.allocate("web-0", "10.0.1.11")
-	w.pod("web-5", "10.0.2.11", false)
-	w.allocate("web-5", "10.0.2.11")
-	foreign(w)
-	if got := w.audit(); len(got) != 0 {
-		t.Fatalf("findings on a healthy node: %v", got)
+	for _, ask := range []string{"node", "runtime", "runtime+ipamd"} {
+		t.Run(ask, func(t *testing.T) {
+			w := newWorld(t)
+			if ask != "node" {
+				w.sandboxes = []Sandbox{}
+			}
+			if ask == "runtime+ipamd" {
+				w.ipamd = &IpamdView{Held: map[netip.Addr]Holder{}}
+			}
+			w.live("web-0", "10.0.1.11", kernel.TableMain)
+			w.live("web-5", "10.0.2.11", 2)
+			w.live("web-6", "10.0.2.12", 3)
+			w.foreign()
+			w.expect()
+		})
 	}
 }
 
-// foreign puts other agents' rules at the pod priorities: an address in
-// no ENI subnet at 512, and a 1536 rule into a table that is no ENI's.
-func foreign(w *world) {
-	w.must(w.h.RuleAdd(kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: testns.IfAddr("192.168.7.7/32"), Table: kernel.TableMain}))
-	w.must(w.h.RuleAdd(kernel.Rule{Priority: 1536, Family: kernel.FamilyV4, Src: testns.IfAddr("10.0.1.50/32"), Table: 100}))
-}
-
-// TestEachClass: one finding of each class, exactly, beside a healthy
-// pod and foreign rules.
-func TestEachClass(t *testing.T) {
+// TestEachClassFromTheNodeAlone: with only the kernel and the checkpoint,
+// one finding of each class, exactly, beside healthy pods and foreign
+// rules.
+func TestEachClassFromTheNodeAlone(t *testing.T) {
 	w := newWorld(t)
-	w.pod("web-0", "10.0.1.11", false)
-	w.allocate("web-0", "10.0.1.11")
-	foreign(w)
-	// #2048: web-5's DEL never tore it down, its veth went with its
-	// namespace, ipamd forgot it.
-	w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.2.11"))))
-	w.must(w.h.RuleAdd(ownership.FromPodRule(netip.MustParseAddr("10.0.2.11"), 2)))
+	w.live("web-0", "10.0.1.11", kernel.TableMain)
+	w.live("web-6", "10.0.2.12", 2)
+	w.foreign()
+	// #2048: web-1's DEL never tore it down, its veth went with its
+	// namespace, ipamd forgot it; its address is on another node now.
+	w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))))
 	// A checkpoint entry whose pod is gone.
 	w.allocate("web-2", "10.0.1.12")
 	// web-3's veth is routed an address the checkpoint gives web-9.
-	w.pod("web-3", "10.0.1.13", false)
+	w.pod("web-3", "10.0.1.13", kernel.TableMain, false)
 	w.allocate("web-9", "10.0.1.13")
 	// web-4 is live and allocated, its rule 512 lost (#3309).
-	w.pod("web-4", "10.0.1.14", true)
+	w.pod("web-4", "10.0.1.14", kernel.TableMain, true)
 	w.allocate("web-4", "10.0.1.14")
-
-	got := w.audit()
-	want := []string{
+	// web-7's veth is routed an address nobody holds.
+	w.pod("web-7", "10.0.1.17", kernel.TableMain, false)
+	w.expect(
 		"STRAY ALLOCATION allocation c-web-2 (default/web-2)",
-		"DOUBLE route 10.0.1.13 dev " + ownership.HostVeth("eni", "default", "web-3"),
+		"DOUBLE route 10.0.1.13 dev "+veth("web-3"),
 		"MISSING rule 512: from all to 10.0.1.14 lookup main",
-		"LEAKED rule 1536: from 10.0.2.11 lookup 2",
-		"LEAKED rule 512: from all to 10.0.2.11 lookup main",
+		// Without the runtime's word, web-7's rule stands or falls with
+		// its veth, which --fix may not take.
+		"LEAKED veth "+veth("web-7")+" (routed 10.0.1.17)",
+		"LEAKED rule 512: from all to 10.0.1.99 lookup main [fix]",
+		// The leak's harm: web-6 on eth1 reaches the address through main.
+		"MISROUTE traffic from 10.0.2.12 to 10.0.1.99",
+	)
+}
+
+// TestRuntimeDecidesWhatIsLive: with the runtime's sandboxes, a gone pod's
+// veth is a leak --fix may take, a ready pod's lost allocation is missing,
+// a stopped sandbox's leftovers wait for the runtime's retried DEL.
+func TestRuntimeDecidesWhatIsLive(t *testing.T) {
+	w := newWorld(t)
+	w.sandboxes = []Sandbox{}
+	w.live("web-0", "10.0.1.11", kernel.TableMain)
+	w.foreign()
+	// web-7 is gone from the runtime; its veth, route and rule stayed.
+	w.pod("web-7", "10.0.1.17", kernel.TableMain, false)
+	// web-8 is ready, but ipamd lost its allocation (#3824).
+	w.pod("web-8", "10.0.1.18", kernel.TableMain, false)
+	w.sandbox("web-8", true)
+	// web-2's sandbox is gone, its allocation stayed.
+	w.allocate("web-2", "10.0.1.12")
+	// web-3 is ready and allocated but has no veth routed.
+	w.allocate("web-3", "10.0.1.13")
+	w.sandbox("web-3", true)
+	// web-4 is stopped: its DEL failed, the runtime retries it.
+	w.pod("web-4", "10.0.1.14", kernel.TableMain, false)
+	w.sandbox("web-4", false)
+	// A veth of a gone pod with no address at all.
+	w.must(w.h.AddVeth(kernel.VethSpec{Name: veth("web-9"), PeerName: "pweb-9"}))
+	w.expect(
+		"LEAKED veth "+veth("web-9")+" (no address routed) [fix]",
+		"STRAY ALLOCATION allocation c-web-2 (default/web-2)",
+		"MISSING host route to 10.0.1.13",
+		"LEAKED rule 512: from all to 10.0.1.17 lookup main [fix]",
+		"LEAKED veth "+veth("web-7")+" (routed 10.0.1.17) [fix]",
+		"MISSING allocation of 10.0.1.18",
+	)
+}
+
+// TestIpamdMemory: ipamd's word on an address's ENI finds a 1536 rule left
+// by an earlier holder on another ENI (and the misroute it causes), a lost
+// rule 1536, and a checkpoint that disagrees with ipamd.
+func TestIpamdMemory(t *testing.T) {
+	w := newWorld(t)
+	w.sandboxes = []Sandbox{}
+	w.ipamd = &IpamdView{Held: map[netip.Addr]Holder{}, Conflicts: []string{"10.0.1.40 is listed on eni-1 and eni-2"}}
+	w.live("web-0", "10.0.1.11", kernel.TableMain)
+	// 10.0.2.13 was on eth1 (table 2); its holder's rule stayed, and the
+	// address is now web-6's on eth2 (table 3).
+	w.must(w.h.RuleAdd(ownership.FromPodRule(netip.MustParseAddr("10.0.2.13"), 2)))
+	w.live("web-6", "10.0.2.13", 3)
+	// web-5 lost its rule 1536.
+	w.pod("web-5", "10.0.2.11", kernel.TableMain, false)
+	w.allocate("web-5", "10.0.2.11")
+	w.sandbox("web-5", true)
+	w.holds("web-5", "10.0.2.11", 2)
+	// The checkpoint gives 10.0.1.20 to web-1, ipamd to web-2.
+	w.pod("web-1", "10.0.1.20", kernel.TableMain, false)
+	w.sandbox("web-1", true)
+	w.allocate("web-1", "10.0.1.20")
+	w.holds("web-2", "10.0.1.20", kernel.TableMain)
+	w.expect(
+		"DOUBLE ipamd's ENIs",
+		"DOUBLE address 10.0.1.20",
+		// Without its rule, web-5's egress takes main, out of eth0.
+		"MISROUTE traffic from 10.0.2.11 to 198.51.100.7",
+		"MISSING rule 1536: from 10.0.2.11 lookup 2",
+		"LEAKED rule 1536: from 10.0.2.13 lookup 2 [fix]",
+		"MISROUTE traffic from 10.0.2.13 to 198.51.100.7",
+	)
+}
+
+// TestBranchPods: a strict branch pod's rule 10 whose link is gone and a
+// VLAN link no rule uses are leaks; a live standard branch pod (its 1536
+// rule in a VLAN table, its address in no checkpoint) is not; a dead one's
+// rule is reported but left to the operator.
+func TestBranchPods(t *testing.T) {
+	w := newWorld(t)
+	trunk, err := w.h.LinkByName("eth1")
+	w.must(err)
+	for _, id := range []int{5, 6} {
+		w.must(w.h.AddVlan(kernel.VlanSpec{Name: ownership.VlanLink(id), ParentIndex: trunk.Index, VlanID: id}))
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("findings\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	// A live standard branch pod on VLAN 5.
+	w.pod("sg-1", "10.0.1.30", ownership.VlanTable(5), false)
+	// A strict branch pod's rules whose veth is gone.
+	w.must(w.h.RuleAdd(ownership.IIFRule(kernel.FamilyV4, "vlan0123456789a", ownership.VlanTable(7))))
+	// A dead standard branch pod's rule.
+	w.must(w.h.RuleAdd(ownership.FromPodRule(netip.MustParseAddr("10.0.1.31"), ownership.VlanTable(5))))
+	w.foreign()
+	w.expect(
+		"LEAKED VLAN link vlan.eth.6 [fix]",
+		"LEAKED rule 10: from all iif vlan0123456789a lookup 107 [fix]",
+		"LEAKED rule 1536: from 10.0.1.31 lookup 105",
+	)
+}
+
+// TestFixTakesOnlyLeaks: --fix removes exactly the fixable findings'
+// objects; the healthy pods, the foreign rules and what it may not fix
+// stay, and a second audit finds only what it left.
+func TestFixTakesOnlyLeaks(t *testing.T) {
+	w := newWorld(t)
+	w.sandboxes = []Sandbox{}
+	w.live("web-0", "10.0.1.11", kernel.TableMain)
+	w.live("web-6", "10.0.2.12", 2)
+	w.foreign()
+	w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))))
+	w.pod("web-7", "10.0.2.17", 2, false)
+	w.allocate("web-2", "10.0.1.12")
+	foreignBefore := w.rules()
+
+	fs := w.run()
+	done, err := Fix(w.h, Stable(fs, w.run()))
+	w.must(err)
+	if len(done) != 4 {
+		t.Fatalf("removed %v, want the three leaked rules and web-7's veth", done)
+	}
+	w.expect("STRAY ALLOCATION allocation c-web-2 (default/web-2)")
+	after := w.rules()
+	for _, r := range foreignBefore {
+		if !slices.Contains(after, r) && !slices.ContainsFunc(done, func(d Removed) bool { return d.Finding.Object == r }) {
+			t.Errorf("fix removed %s, which was no finding", r)
+		}
+	}
+	if _, err := w.h.LinkByName(veth("web-0")); err != nil {
+		t.Errorf("fix took a live pod's veth: %v", err)
+	}
+}
+
+// TestFixLeavesAShadowedRule: a leaked rule 512 that a foreign rule listed
+// before it would answer the delete request for stays, and Fix says why.
+func TestFixLeavesAShadowedRule(t *testing.T) {
+	w := newWorld(t)
+	foreign := ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))
+	foreign.IifName = "eth0"
+	w.must(w.h.RuleAdd(foreign))
+	w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))))
+	fs := w.run()
+	done, err := Fix(w.h, Stable(fs, fs))
+	var se *ownership.ShadowedRuleError
+	if !asShadowed(err, &se) || len(done) != 1 || done[0].Done {
+		t.Fatalf("fix = %v, %v; want the rule left with a ShadowedRuleError", done, err)
+	}
+	if !slices.Contains(w.rules(), kernel.RuleString(foreign)) {
+		t.Fatal("fix removed the foreign rule")
+	}
+}
+
+// TestStableNeedsBothAudits: a leak only the second audit sees (an ADD in
+// flight at the first) is not planned.
+func TestStableNeedsBothAudits(t *testing.T) {
+	w := newWorld(t)
+	first := w.run()
+	w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))))
+	second := w.run()
+	if len(second) != 1 || len(Stable(first, second)) != 0 || len(Stable(second, second)) != 1 {
+		t.Fatalf("stable(%v, %v) = %v", first, second, Stable(first, second))
 	}
 }

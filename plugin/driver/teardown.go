@@ -290,16 +290,13 @@ func (d *Driver) teardownIPRules(host kernel.API, rules *ruleView, a netip.Addr,
 // address: a 512 or 1536 rule of its exact shape, or a main-table route to
 // exactly it.
 func hasObjects(host kernel.API, v *ruleView, a netip.Addr) (bool, error) {
-	if !v.covers(family(a)) {
+	if !v.Covers(family(a)) {
 		var err error
 		if v, err = listRules(host, family(a)); err != nil {
 			return false, err
 		}
 	}
-	for i, r := range v.rules {
-		if v.deleted[i] {
-			continue
-		}
+	for _, r := range v.Remaining() {
 		if ownership.IsToPod(r, a) || ownership.IsFromPod(r, a) {
 			return true, nil
 		}
@@ -324,7 +321,7 @@ func (d *Driver) ReadNode(host kernel.API, addrs []netip.Addr) (*NodeView, error
 	if err != nil {
 		return nil, err
 	}
-	node, err := ownership.ReadNodeFor(host, rules.rules, addrs)
+	node, err := ownership.ReadNodeFor(host, rules.Listed(), addrs)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +331,7 @@ func (d *Driver) ReadNode(host kernel.API, addrs []netip.Addr) (*NodeView, error
 // covers: the view was read for every address of the pod.
 func (v *NodeView) covers(p Pod) bool {
 	return v != nil && !slices.ContainsFunc(p.IPs, func(ip PodIP) bool { return !slices.Contains(v.addrs, ip.Addr) }) &&
-		v.rules.covers(podFamily(p))
+		v.rules.Covers(podFamily(p))
 }
 
 func podAddrs(p Pod) []netip.Addr {
