@@ -24,6 +24,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vpc-cni ./plugin/cmd/vpc-cni
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ipamd ./ipamd/cmd/ipamd
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vpccni-node ./node/cmd/vpccni-node
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/vpccni-audit ./audit/cmd/vpccni-audit
 
 ## tools: install what the suites need, only what is missing (one line per
 ## tool: found, installed or built): protoc, ip, containerd, runc, iptables,

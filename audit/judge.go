@@ -203,17 +203,30 @@ func (a *auditor) judgeMissingRules(ip netip.Addr, veth string) {
 	}
 }
 
-// disagree: the checkpoint and ipamd name different pods for an address.
+// disagree: an address one source lists twice (two sandboxes), or the
+// checkpoint and ipamd name different pods for.
 func disagree(ip netip.Addr, hs []held) (Finding, bool) {
 	for _, h := range hs[1:] {
-		if h.PodName == "" || hs[0].PodName == "" || (h.PodNamespace == hs[0].PodNamespace && h.PodName == hs[0].PodName) {
-			continue
+		h0 := hs[0]
+		switch {
+		case h.source == h0.source && h.ContainerID != h0.ContainerID:
+			return Finding{Class: Double, Addr: ip.String(), Object: "address " + ip.String(),
+				Reason: fmt.Sprintf("the %s gives it to %s and to %s", h.source, describe(h0), describe(h)),
+				Show:   showSource(h.source)}, true
+		case h.source != h0.source && h.PodName != "" && h0.PodName != "" && (h.PodNamespace != h0.PodNamespace || h.PodName != h0.PodName):
+			return Finding{Class: Double, Addr: ip.String(), Object: "address " + ip.String(),
+				Reason: fmt.Sprintf("the %s gives it to %s and the %s to %s", h0.source, describe(h0), h.source, describe(h)),
+				Show:   "the checkpoint; " + showSource("ipamd")}, true
 		}
-		return Finding{Class: Double, Addr: ip.String(), Object: "address " + ip.String(),
-			Reason: fmt.Sprintf("the %s gives it to %s and the %s to %s", hs[0].source, describe(hs[0]), h.source, describe(h)),
-			Show:   "the checkpoint; curl 127.0.0.1:61679/v1/enis"}, true
 	}
 	return Finding{}, false
+}
+
+func showSource(source string) string {
+	if source == "ipamd" {
+		return "curl 127.0.0.1:61679/v1/enis"
+	}
+	return "the checkpoint"
 }
 
 func (a *auditor) inIpamdConflicts() []Finding {

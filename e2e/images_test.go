@@ -67,9 +67,10 @@ func buildNodeImages(deletePolicy string) (awsNode, init string) {
 // bandwidth and tuning are not in this module's build list).
 var (
 	imageBinaries = map[string]string{
-		"vpccni-node": "./node/cmd/vpccni-node",
-		"ipamd":       "./ipamd/cmd/ipamd",
-		"cni/vpc-cni": "./plugin/cmd/vpc-cni",
+		"vpccni-node":  "./node/cmd/vpccni-node",
+		"ipamd":        "./ipamd/cmd/ipamd",
+		"cni/vpc-cni":  "./plugin/cmd/vpc-cni",
+		"vpccni-audit": "./audit/cmd/vpccni-audit",
 	}
 	cniPlugins = []string{"meta/portmap", "main/loopback", "meta/bandwidth", "meta/tuning"}
 )

@@ -323,3 +323,38 @@ func TestPathFromEnv(t *testing.T) {
 		t.Errorf("set: PathFromEnv() = %q, want the variable's value", got)
 	}
 }
+
+// TestReadUnvalidated: a file Read refuses for what its allocations say
+// (an address given twice) is loaded as written; a file that is not a
+// checkpoint of this version is refused exactly as Read refuses it.
+func TestReadUnvalidated(t *testing.T) {
+	double := file(
+		`{"networkName":"n","containerID":"c","ifName":"eth0","ipv4":"10.0.0.1"}`,
+		`{"networkName":"n","containerID":"d","ifName":"eth0","ipv4":"10.0.0.1"}`)
+	f, err := ReadUnvalidated(writeTestFile(t, double))
+	if err != nil {
+		t.Fatalf("address given twice: %v", err)
+	}
+	if len(f.Allocations) != 2 || f.Allocations[0].ContainerID != "c" || f.Allocations[1].ContainerID != "d" {
+		t.Fatalf("allocations = %+v, want both as written", f.Allocations)
+	}
+	if _, err := Read(writeTestFile(t, double)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Read of the same file = %v, want ErrCorrupt", err)
+	}
+
+	for name, data := range map[string]string{
+		"truncated":     file()[:10],
+		"no version":    `{"allocations":[]}`,
+		"other version": `{"version":"vpc-cni-ipam/9","allocations":[]}`,
+	} {
+		path := writeTestFile(t, data)
+		_, want := Read(path)
+		got, err := ReadUnvalidated(path)
+		if got != nil || err == nil || err.Error() != want.Error() {
+			t.Errorf("%s: ReadUnvalidated = %v, %v; want Read's error %v", name, got, err, want)
+		}
+	}
+	if _, err := ReadUnvalidated(filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNotExist) {
+		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
+}
