@@ -262,6 +262,14 @@ func mountPrologue(binds map[string]string) (string, error) {
 	}
 	defer f.Close()
 	var sh strings.Builder
+	// kubelet asks for HostToContainer propagation of /var/run/netns, which
+	// containerd refuses unless the mount holding it is shared or a slave.
+	// `ip netns exec` makes its namespace's tree a slave of the machine's,
+	// which leaves it private where the machine's "/" is private: make the
+	// tree shared here, in containerd's own namespace (peers of nothing
+	// outside it, so no mount ever propagates back to the machine).
+	sh.WriteString("mount --make-rshared /\n")
+	cgroups := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
@@ -277,6 +285,7 @@ func mountPrologue(binds map[string]string) (string, error) {
 		if !safeWord.MatchString(mp) || !safeWord.MatchString(super) {
 			return "", fmt.Errorf("unexpected cgroup mount %q (%s)", mp, super)
 		}
+		cgroups++
 		switch fstype {
 		case "tmpfs":
 			fmt.Fprintf(&sh, "mount -t tmpfs -o mode=755 tmpfs %s\n", mp)
@@ -287,7 +296,7 @@ func mountPrologue(binds map[string]string) (string, error) {
 	if err := sc.Err(); err != nil {
 		return "", err
 	}
-	if sh.Len() == 0 {
+	if cgroups == 0 {
 		return "", errors.New("no cgroup hierarchy mounted under /sys/fs/cgroup")
 	}
 	// Links such as cpu -> cpu,cpuacct on some cgroup v1 machines.
