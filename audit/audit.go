@@ -89,7 +89,9 @@ type Sandbox struct {
 type IpamdView struct {
 	// Held are the addresses pods hold now.
 	Held map[netip.Addr]Holder
-	// InPool says whether an address is one ipamd hands to pods.
+	// InPool says whether an address is one ipamd hands to pods. It does
+	// not narrow which rules are pods' (the node's word does, as for the
+	// teardown): a leaked rule of an address outside it says so.
 	InPool func(netip.Addr) bool
 	// Conflicts describe addresses ipamd lists as held twice.
 	Conflicts []string

@@ -18,8 +18,13 @@ func (a *auditor) judgeRules() {
 		branch := false
 		if !ok {
 			// A standard branch pod's 1536 rule: its VLAN table is no ENI's
-			// (the trunk has no rule 32765), so only its shape speaks for it.
-			if s, isShape := ownership.ShapeOf(r); isShape && s.Kind == ownership.KindFromPod && ownership.IsVlanTable(r.Table) {
+			// (the trunk has no rule 32765), so only its shape speaks for it;
+			// and its rule 512, which that 1536 rule ties to the VLAN (the
+			// tie the teardown itself accepts for a branch address).
+			s, isShape := ownership.ShapeOf(r)
+			switch {
+			case isShape && s.Kind == ownership.KindFromPod && ownership.IsVlanTable(r.Table),
+				isShape && s.Kind == ownership.KindToPod && a.isBranch(s.IP):
 				sh, ok, branch = s, true, true
 			}
 		}
@@ -38,6 +43,9 @@ func (a *auditor) judgeRules() {
 		f := Finding{Class: Leaked, Addr: ip.String(), Object: kernel.RuleString(r),
 			Reason: "no allocation holds the address and no live pod veth is routed to it",
 			Show:   fmt.Sprintf("ip %srule show priority %d", v6flag(ip), r.Priority)}
+		if a.in.Ipamd != nil && a.in.Ipamd.InPool != nil && !a.in.Ipamd.InPool(ip) {
+			f.Reason += "; ipamd's pool no longer has the address: another node may hold it now, and this rule misroutes traffic to it"
+		}
 		if branch {
 			f.Reason += " (a branch pod's rule: the VLAN table is no ENI's, so --fix leaves it to you)"
 		} else {
@@ -101,6 +109,9 @@ func (a *auditor) judgeLinks() {
 			a.add(Finding{Class: Leaked, Addr: firstAddr(addrs), Object: "veth " + name + routedSuffix(addrs),
 				Reason: "the runtime has no sandbox of its pod and no allocation holds its addresses",
 				Show:   "ip link show " + name, Fixable: true, remove: removal{link: name, linkIndex: l.Index}})
+		case !a.allocationsRead():
+			// Neither the checkpoint nor ipamd was read: that no allocation
+			// holds the veth's addresses is not known.
 		case st == live && len(addrs) > 0 && !heldAny && !slices.ContainsFunc(addrs, a.isBranch) && !ownership.IsBranchHostVeth(name):
 			a.add(Finding{Class: Missing, Addr: firstAddr(addrs), Object: "allocation of " + strings.Join(addrStrings(addrs), ", "),
 				Reason: "a ready sandbox's veth " + name + " is routed the address but no allocation holds it: ipamd may give it to another pod",

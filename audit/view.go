@@ -30,9 +30,10 @@ func readNode(in Input) (*nodeView, error) {
 	}
 	v := &nodeView{node: node, scope: ownership.Scope{Node: node}, links: map[string]kernel.Link{}, veths: map[string]kernel.Link{},
 		routed: map[netip.Addr]string{}, vethAddrs: map[string][]netip.Addr{}}
-	if in.Ipamd != nil && in.Ipamd.InPool != nil {
-		v.scope.InPool = in.Ipamd.InPool
-	}
+	// The scope is the node's word alone, as the plugin's teardown asks
+	// it: narrowed by ipamd's pool, a #2048 rule whose address ipamd gave
+	// back to EC2 (and another node now holds) would be no pod's, and the
+	// leak that misroutes to that node would never be found.
 	if v.rules, err = in.Node.RuleList(kernel.FamilyAll); err != nil {
 		return nil, fmt.Errorf("list the node's rules: %w", err)
 	}
@@ -101,6 +102,8 @@ type auditor struct {
 	v       *nodeView
 	holders map[netip.Addr][]held
 	out     []Finding
+	// forwarding caches the node's forwarding sysctls, by key.
+	forwarding map[string]bool
 }
 
 // held is one source's word on who holds an address.
@@ -169,6 +172,10 @@ func (a *auditor) routedLive(ip netip.Addr) bool {
 	veth, ok := a.v.routed[ip]
 	return ok && a.vethLiveness(veth) != gone
 }
+
+// allocationsRead: the checkpoint or ipamd's memory was read, so "no
+// allocation holds it" is known, not merely unasked.
+func (a *auditor) allocationsRead() bool { return a.in.Allocations != nil || a.in.Ipamd != nil }
 
 // isBranch: the address is a standard branch pod's (its 1536 rule uses a
 // VLAN table): ipamd never holds those, the pod's annotation does.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/vpccni/vpccni/audit"
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/hostnat"
@@ -66,8 +67,12 @@ type Result struct {
 	Main       string                `json:"main,omitempty"`
 	Kinds      []string              `json:"kinds,omitempty"`
 	Violations []invariant.Violation `json:"violations,omitempty"`
-	Match      bool                  `json:"match"`
-	Steps      []Step                `json:"steps"`
+	// Audit are the node audit's findings on the final state (package
+	// audit, from what an operator's tool reads); they must agree with
+	// the violations (AUDIT-DISAGREES otherwise).
+	Audit []audit.Finding `json:"audit,omitempty"`
+	Match bool            `json:"match"`
+	Steps []Step          `json:"steps"`
 	// Hits counts how often each failpoint was reached (the explorer
 	// enumerates occurrences from it).
 	Hits map[string]int `json:"hits,omitempty"`
@@ -169,6 +174,9 @@ type Options struct {
 	// tests judge the plugin's teardown alone, without the reconciler
 	// cleaning up after it.
 	Ipamd *policy.Ipamd
+	// auditInput, when set, changes what the audit reads before it runs:
+	// tests make it disagree with the invariants.
+	auditInput func(*audit.Input)
 }
 
 // Run executes s in mode under pol and checks the invariants.
@@ -198,15 +206,22 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 	}
 	r.begin("end: kubelet and ipamd settle (reconciler passes), then check invariants")
 	r.finish()
-	vs, err := invariant.Check(r.world())
+	w := r.world()
+	vs, err := invariant.Check(w)
 	if err != nil {
 		return nil, err
 	}
 	vs = append(vs, r.steps1.found...)
 	vs = append(vs, r.lostFindings()...)
+	// The node audit judges the same state independently (auditcheck.go).
+	findings, disagree, err := r.auditCheck(w, vs)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, disagree...)
 	r.end()
 	res := &Result{Scenario: s.Name, Incident: s.Incident, KnownLimit: s.KnownLimit, File: s.File, Mode: mode, Policy: pol.Name(), Expected: expected,
-		Violations: vs, Kinds: invariant.Kinds(vs), Steps: r.steps, Verdict: "clean", Hits: map[string]int{}}
+		Violations: vs, Kinds: invariant.Kinds(vs), Audit: findings, Steps: r.steps, Verdict: "clean", Hits: map[string]int{}}
 	for n, c := range r.fp.Hits() {
 		res.Hits[string(n)] = c
 	}
@@ -217,6 +232,11 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 	// A clean expectation tolerates nothing; any other names the kind the
 	// invariants must catch ("leak": LEAK among them).
 	res.Match = (expected == "clean") == (len(vs) == 0) && (expected == "clean" || hasKind(vs, strings.ToUpper(expected)))
+	// The audit disagreeing with the invariants is the harness's failure,
+	// whatever the node's verdict: no other expectation tolerates it.
+	if hasKind(vs, invariant.AuditDisagrees) && expected != strings.ToLower(invariant.AuditDisagrees) {
+		res.Match = false
+	}
 	return res, nil
 }
 

@@ -26,6 +26,10 @@ const (
 	Stuck        = "STUCK"         // a deleted pod's sandbox was never removed
 	Foreign      = "FOREIGN"       // a rule that was no pod's (another agent's) is gone
 	EarlyRelease = "EARLY-RELEASE" // ipamd released an address while kernel objects of it remained
+	// AuditDisagrees: the node audit (package audit), run on the same final
+	// state from what an operator's tool reads, found something no
+	// violation explains, or missed a leak the invariants found.
+	AuditDisagrees = "AUDIT-DISAGREES"
 )
 
 // Pod is a pod as the harness knows it.
@@ -133,8 +137,9 @@ func Check(w World) ([]Violation, error) {
 // Kinds lists the distinct kinds of a set of violations, sorted.
 // Severity orders the kinds, most serious first: what is left behind,
 // then an address given twice, a sandbox never removed, then what live
-// pods suffer.
-var Severity = []string{Leak, DoubleAssign, EarlyRelease, Foreign, Stuck, Misroute, Broken, IPAM}
+// pods suffer; last the validator disagreeing, which says nothing of the
+// node but that the two judges differ.
+var Severity = []string{Leak, DoubleAssign, EarlyRelease, Foreign, Stuck, Misroute, Broken, IPAM, AuditDisagrees}
 
 // Main is the most serious kind among vs, "" for none.
 func Main(vs []Violation) string {

@@ -258,7 +258,7 @@ var (
 	KnownModes = []string{"ipv4", "ipv6", "branch-eni-strict", "branch-eni-standard"}
 	// KnownVerdicts: "clean", or the kind of violation the run must show
 	// (lower case of the invariant kinds).
-	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck", "foreign", "early-release"}
+	KnownVerdicts = []string{"clean", "leak", "broken", "misroute", "ipam", "double-assign", "stuck", "foreign", "early-release", "audit-disagrees"}
 	KnownMemory   = []string{"kept", "lost", "corrupt"}
 	podName       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )

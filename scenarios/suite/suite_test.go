@@ -102,6 +102,9 @@ var _ = Describe("a teardown step removed", Label("mutation"), func() {
 			Expect(res.Kinds).To(ContainElement(invariant.Leak))
 			Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.What },
 				ContainSubstring(c.want))))
+			// The node audit finds the same leak from what a node shows.
+			Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)
+			Expect(res.Audit).NotTo(BeEmpty())
 		})
 	}
 })
@@ -150,6 +153,7 @@ var _ = Describe("the stale iif rules of a recreated pod", Label("branch-eni-str
 	It("are removed by ADD: the legacy DEL leaks, nothing is misrouted", func() {
 		res := run(nil)
 		Expect(res.Kinds).To(ContainElement(invariant.Leak))
+		Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)
 		Expect(res.Kinds).NotTo(ContainElement(invariant.Misroute))
 	})
 	It("misroute the new pod into the old VLAN when ADD keeps them", func() {
@@ -161,5 +165,6 @@ var _ = Describe("the stale iif rules of a recreated pod", Label("branch-eni-str
 		})
 		Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.Kind + " " + v.What },
 			And(HavePrefix(invariant.Misroute), ContainSubstring("vlan.eth.1")))))
+		Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)
 	})
 })

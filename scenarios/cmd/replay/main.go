@@ -44,9 +44,11 @@ mode in its "modes" list and per delete policy in its "expect" map: on the
 in-memory kernel model with ipamd serving gRPC on a real Unix socket in a
 temporary directory and the vpc-cni plugin driven through libcni. It prints
 the timeline with the node's kernel diff at each step (each DEL attempt
-with ipamd's answer and what the DEL did), the invariant findings, then a
-table scenario x mode x policy: clean, or LEAK / BROKEN / MISROUTE / IPAM /
-DOUBLE-ASSIGN / STUCK with the objects found, and a total line:
+with ipamd's answer and what the DEL did), the invariant findings and the
+node audit's (package audit, from what vpccni-audit reads on a node; the
+two must agree, AUDIT-DISAGREES otherwise), then a table scenario x mode x
+policy: clean, or LEAK / BROKEN / MISROUTE / IPAM / DOUBLE-ASSIGN / STUCK
+with the objects found, and a total line:
 
   129/129 cells as expected; vpccni (default) clean everywhere; 1/1 journal replayed clean
 
