@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
@@ -57,7 +58,7 @@ func (a *auditor) judgeRouting() error {
 			tables[table] = rs
 		}
 		for _, d := range dsts {
-			if d.Is4() != ip.Is4() || d == ip {
+			if d.Is4() != ip.Is4() || d == ip || !a.forwards(ip) {
 				continue
 			}
 			want, ok := longestMatch(tables[table], d)
@@ -76,6 +77,28 @@ func (a *auditor) judgeRouting() error {
 		}
 	}
 	return nil
+}
+
+// forwards: the node forwards the address family's packets. A lookup as
+// if from a pod's veth (iif) fails on a node that does not, whatever its
+// rules say, so the probes from pods would each be a false MISROUTE; an
+// EKS node always forwards, and where one does not, no pod of it reaches
+// anything, which is no one pod's fault.
+func (a *auditor) forwards(ip netip.Addr) bool {
+	key := "net/ipv4/conf/all/forwarding"
+	if ip.Is6() {
+		key = "net/ipv6/conf/all/forwarding"
+	}
+	if on, seen := a.forwarding[key]; seen {
+		return on
+	}
+	v, err := a.in.Node.SysctlGet(key)
+	on := err != nil || strings.TrimSpace(v) != "0" // unreadable: probe, and let the kernel answer
+	if a.forwarding == nil {
+		a.forwarding = map[string]bool{}
+	}
+	a.forwarding[key] = on
+	return on
 }
 
 // longestMatch is the route of a table a lookup of d takes: the longest

@@ -42,6 +42,9 @@ type node struct {
 	ipamdArgs    []string
 	// ipamdOut, when set, gets a copy of what ipamd prints (its log).
 	ipamdOut io.Writer
+	// ipamdBin, when set, is the ipamd binary startIpamd runs (a
+	// legacydelete build); the suite's own otherwise.
+	ipamdBin string
 }
 
 func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
@@ -114,7 +117,11 @@ func ipamdCmd(n *node, instanceType string, extra ...string) *exec.Cmd {
 	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType,
 		"--checkpoint", n.checkpoint(), "--introspection-address", "unix:" + n.introspectSock(),
 		"--metrics-address", "127.0.0.1:61678"}, extra...)
-	return exec.Command(filepath.Join(binDir, "ipamd"), args...)
+	bin := n.ipamdBin
+	if bin == "" {
+		bin = filepath.Join(binDir, "ipamd")
+	}
+	return exec.Command(bin, args...)
 }
 
 func (n *node) startIpamd(instanceType string, extra ...string) {

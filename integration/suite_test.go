@@ -51,8 +51,14 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		"var/log/aws-routed-eni/ipamd.log", "var/log/aws-routed-eni/plugin.log")
 	dir, err := os.MkdirTemp("", "vpccni-bin-")
 	Expect(err).NotTo(HaveOccurred())
-	for pkg, name := range map[string]string{"./plugin/cmd/vpc-cni": "vpc-cni", "./ipamd/cmd/ipamd": "ipamd", "./node/cmd/vpccni-node": "vpccni-node",
-		"github.com/containernetworking/plugins/plugins/meta/portmap": "portmap"} {
+	binaries := map[string]string{
+		"./plugin/cmd/vpc-cni":     "vpc-cni",
+		"./ipamd/cmd/ipamd":        "ipamd",
+		"./node/cmd/vpccni-node":   "vpccni-node",
+		"./audit/cmd/vpccni-audit": "vpccni-audit",
+		"github.com/containernetworking/plugins/plugins/meta/portmap": "portmap",
+	}
+	for pkg, name := range binaries {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as shipped
