@@ -269,3 +269,46 @@ func TestNoAllocationReadNoAllocationFinding(t *testing.T) {
 		}
 	}
 }
+
+// TestLivePodWithoutHostRouteKeepsItsRules: a ready pod whose host route
+// is gone and whose allocation nobody can read (ipamd forgot it, or the
+// checkpoint is unreadable) looks from the node like a gone pod's
+// leftovers. Its rules are reported, but --fix leaves every rule no
+// allocation holds while such a pod is on the node, and the lost route is
+// MISSING. Once the runtime calls the pod gone, they are fixable again.
+func TestLivePodWithoutHostRouteKeepsItsRules(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		for _, read := range []bool{false, true} {
+			w := newWorld(t)
+			w.sandboxes = []Sandbox{}
+			w.pod("web-3", "10.0.2.13", 2, false)
+			l, err := w.h.LinkByName(veth("web-3"))
+			w.must(err)
+			w.must(w.h.RouteDel(kernel.Route{Dst: ownership.IPNet(ownership.HostPrefix(netip.MustParseAddr("10.0.2.13"))), LinkIndex: l.Index, Scope: kernel.ScopeLink}))
+			w.must(w.h.RuleAdd(ownership.ToPodRule(netip.MustParseAddr("10.0.1.99"))))
+			if read {
+				w.allocs = []checkpoint.Allocation{}
+			}
+			if !listed {
+				w.expect(
+					"LEAKED veth "+veth("web-3")+" (no address routed) [fix]",
+					"LEAKED rule 512: from all to 10.0.1.99 lookup main [fix]",
+					"LEAKED rule 1536: from 10.0.2.13 lookup 2 [fix]",
+					"LEAKED rule 512: from all to 10.0.2.13 lookup main [fix]",
+				)
+				continue
+			}
+			w.sandbox("web-3", true)
+			w.expect(
+				"MISSING host route to veth "+veth("web-3"),
+				"LEAKED rule 512: from all to 10.0.1.99 lookup main",
+				"LEAKED rule 1536: from 10.0.2.13 lookup 2",
+				"LEAKED rule 512: from all to 10.0.2.13 lookup main",
+			)
+			fs := w.run()
+			if !strings.Contains(fs[len(fs)-1].Reason, "may be that pod's") {
+				t.Errorf("the reason does not say why --fix leaves the rule: %s", fs[len(fs)-1].Reason)
+			}
+		}
+	}
+}

@@ -43,12 +43,24 @@ func (a *auditor) judgeRules() {
 		f := Finding{Class: Leaked, Addr: ip.String(), Object: kernel.RuleString(r),
 			Reason: "no allocation holds the address and no live pod veth is routed to it",
 			Show:   fmt.Sprintf("ip %srule show priority %d", v6flag(ip), r.Priority)}
+		if !a.allocationsRead() {
+			f.Reason = "no live pod veth is routed the address (neither the checkpoint nor ipamd could be read to say who holds it)"
+		}
 		if a.in.Ipamd != nil && a.in.Ipamd.InPool != nil && !a.in.Ipamd.InPool(ip) {
 			f.Reason += "; ipamd's pool no longer has the address: another node may hold it now, and this rule misroutes traffic to it"
 		}
-		if branch {
+		unrouted := a.unroutedVeths()
+		switch {
+		case branch:
 			f.Reason += " (a branch pod's rule: the VLAN table is no ENI's, so --fix leaves it to you)"
-		} else {
+		case len(unrouted) > 0:
+			// A live pod whose host route is gone looks, from the node,
+			// exactly like a gone pod's leftovers: its rules are held by
+			// nothing the audit can read (ipamd forgot it, or the
+			// checkpoint is unreadable). Removing them would cut the pod
+			// off for good; only its namespace could tell.
+			f.Reason += fmt.Sprintf("; but %s, of a pod the runtime does not call gone, is routed no address: the rule may be that pod's, so --fix leaves it to you", strings.Join(unrouted, ", "))
+		default:
 			f.Fixable, f.remove = true, removal{rule: &r}
 		}
 		a.add(f)
@@ -109,6 +121,10 @@ func (a *auditor) judgeLinks() {
 			a.add(Finding{Class: Leaked, Addr: firstAddr(addrs), Object: "veth " + name + routedSuffix(addrs),
 				Reason: "the runtime has no sandbox of its pod and no allocation holds its addresses",
 				Show:   "ip link show " + name, Fixable: true, remove: removal{link: name, linkIndex: l.Index}})
+		case st == live && len(addrs) == 0 && !ownership.IsBranchHostVeth(name):
+			a.add(Finding{Class: Missing, Object: "host route to veth " + name,
+				Reason: "the runtime has a ready sandbox of its pod, but no address is routed to the veth: the node cannot reach the pod",
+				Show:   "ip link show " + name + "; ip route show dev " + name})
 		case !a.allocationsRead():
 			// Neither the checkpoint nor ipamd was read: that no allocation
 			// holds the veth's addresses is not known.

@@ -173,6 +173,22 @@ func (a *auditor) routedLive(ip netip.Addr) bool {
 	return ok && a.vethLiveness(veth) != gone
 }
 
+// unroutedVeths are the pod veths, not of a strict branch pod (whose
+// route is in its VLAN table), routed no address while the runtime does
+// not call their pod gone or stopped: a live pod that lost its host route.
+func (a *auditor) unroutedVeths() []string {
+	var out []string
+	for _, name := range sortedKeys(a.v.veths) {
+		if len(a.v.vethAddrs[name]) > 0 || ownership.IsBranchHostVeth(name) {
+			continue
+		}
+		if st := a.vethLiveness(name); st == live || st == unknown {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // allocationsRead: the checkpoint or ipamd's memory was read, so "no
 // allocation holds it" is known, not merely unasked.
 func (a *auditor) allocationsRead() bool { return a.in.Allocations != nil || a.in.Ipamd != nil }

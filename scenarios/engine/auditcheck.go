@@ -41,8 +41,10 @@ var explainedBy = map[audit.Class][]string{
 	audit.Stray: {invariant.IPAM, invariant.Stuck},
 	// An address held twice, or held by one pod and routed to another.
 	audit.Double: {invariant.DoubleAssign, invariant.IPAM},
-	// A live pod's object missing is BROKEN; its allocation missing, IPAM.
-	audit.Missing: {invariant.Broken, invariant.IPAM},
+	// A live pod's object missing is BROKEN; its allocation missing, IPAM;
+	// its host route gone because another pod's route took its address,
+	// MISROUTE (traffic to it goes to the other veth).
+	audit.Missing: {invariant.Broken, invariant.IPAM, invariant.Misroute},
 	// Traffic the wrong way: MISROUTE, or BROKEN when the pod's own object
 	// that would route it is gone.
 	audit.Misroute: {invariant.Misroute, invariant.Broken},
@@ -88,7 +90,7 @@ func agree(fs []audit.Finding, j judged) []invariant.Violation {
 // look at: a misroute toward a broken or leaked address (misrouteDst), a
 // checkpoint a cut write left behind ipamd's memory (checkpointLags).
 func explained(f audit.Finding, j judged, vsub []subject) bool {
-	if checkpointLags(f, j) {
+	if checkpointLags(f, j) || checkpointOnly(f, j) || leftForUnroutedPod(f, j, vsub) {
 		return true
 	}
 	keys, kinds := findingKeys(f), explainedBy[f.Class]
@@ -133,6 +135,47 @@ func checkpointLags(f audit.Finding, j judged) bool {
 		return false
 	}
 	return !slices.ContainsFunc(j.w.Allocations, func(a invariant.Allocation) bool { return a.IP.String() == f.Addr })
+}
+
+// checkpointOnly: a STRAY ALLOCATION read from the checkpoint while ipamd
+// is down, of a sandbox that is neither live nor pending. The invariants
+// judge ipamd's allocations only while it runs; the file is what it will
+// restore, and the audit rightly reports an entry whose pod is gone.
+func checkpointOnly(f audit.Finding, j judged) bool {
+	if f.Class != audit.Stray || j.w.IpamdUp {
+		return false
+	}
+	// The object is "allocation <container ID> (<pod>)".
+	words := strings.Fields(f.Object)
+	if len(words) < 2 {
+		return false
+	}
+	return !slices.ContainsFunc(slices.Concat(j.w.Live, j.w.Pending), func(p invariant.Pod) bool {
+		return p.ContainerID != "" && strings.HasPrefix(p.ContainerID, words[1])
+	})
+}
+
+// leftForUnroutedPod: a LEAKED rule the audit will not fix because a
+// ready pod's veth is routed no address (the rule may be that pod's),
+// while the invariants find that pod BROKEN. From the node the two are
+// the same picture; the audit says so and leaves the rule alone, which is
+// what keeps --fix from cutting the pod off for good.
+func leftForUnroutedPod(f audit.Finding, j judged, vsub []subject) bool {
+	if f.Class != audit.Leaked || f.Fixable || !strings.Contains(f.Reason, "may be that pod's") {
+		return false
+	}
+	veths := subject{names: map[string]bool{}}
+	for n := range subjectOf(f.Reason).names {
+		if ownership.IsHostVeth(n, []string{ownership.DefaultVethPrefix}) {
+			veths.names[n] = true
+		}
+	}
+	for i, v := range j.vs {
+		if v.Kind == invariant.Broken && veths.meets(vsub[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // leakedPodRule: v is a LEAK of a deleted pod's rule 512 or 1536 whose
@@ -200,11 +243,12 @@ func subjectOf(text string) subject {
 }
 
 // violationSubject is subjectOf the text, and for a sandbox it names by
-// container ID (a lost sandbox's STUCK), that sandbox's address and veth.
+// container ID (a lost sandbox's STUCK) or pod name (a BROKEN pod, a
+// misrouted one), that sandbox's address and veth.
 func violationSubject(v invariant.Violation, w invariant.World) subject {
 	s := subjectOf(v.What)
 	for _, p := range slices.Concat(w.Live, w.Pending, w.Deleted) {
-		if p.ContainerID != "" && s.names[p.ContainerID] {
+		if p.ContainerID != "" && s.names[p.ContainerID] || s.names[p.Name] {
 			if p.IP.IsValid() {
 				s.addrs[p.IP] = true
 			}

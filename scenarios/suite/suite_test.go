@@ -63,6 +63,11 @@ var _ = Describe("library", func() {
 					report.Timeline(&buf, res)
 					AddReportEntry("timeline", buf.String())
 					Expect(res.Match).To(BeTrue(), "replay: go run ./scenarios/cmd/replay run --policy %s %s\n%s", pn, s.File, buf.String())
+					// The node audit, judging the same node from what an
+					// operator could read, must agree in every cell, the
+					// legacy flows' too: AUDIT-DISAGREES is the least
+					// serious kind, so a verdict would hide it.
+					Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)
 				})
 			}
 		}
