@@ -216,6 +216,9 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	n.waitDeleted(cp, deleted...)
 
 	findings := n.drainFindings(deleted, live)
+	By("vpccni-audit on the node, with real containerd's sandboxes and ipamd's memory, finds the same")
+	code, rep := n.auditNode(deletePolicy)
+	expectAuditAgrees(code, rep, findings, deleted, live)
 	By("new pods after the drain get addresses no live pod holds")
 	for i := 6; i < 9; i++ {
 		p := n.runPod(cp, apiPod(fmt.Sprintf("web-%d", i)))
