@@ -81,19 +81,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
+	// Each worker copies the tree for each of its mutants to the same
+	// path: go's build cache keys a package by its directory as well as
+	// its files, so at a fixed path only the mutated package and those
+	// importing it are compiled again, not the whole module each time.
+	base, err := os.MkdirTemp("", "vpccni-mutants-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(2)
+	}
+	workers := make(chan string, max(1, *jobs))
+	for k := range max(1, *jobs) {
+		workers <- filepath.Join(base, fmt.Sprintf("w%d", k))
+	}
 	start := time.Now()
 	results := make([]result, len(ms))
-	sem := make(chan struct{}, max(1, *jobs))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i, m := range ms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+			dir := <-workers
+			defer func() { workers <- dir }()
 			t0 := time.Now()
-			r := run(root, m, *timeout)
+			r := run(root, dir, m, *timeout)
 			r.took = time.Since(t0)
 			results[i] = r
 			mu.Lock()
@@ -105,7 +117,9 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	os.Exit(summary(results, time.Since(start)))
+	code := summary(results, time.Since(start))
+	os.RemoveAll(base)
+	os.Exit(code)
 }
 
 func indent(s string) string {
@@ -172,14 +186,18 @@ func summary(rs []result, took time.Duration) int {
 	return 0
 }
 
-func run(root string, m mutant, timeout time.Duration) result {
+// run tries one mutant in a fresh copy of the tree at dir.
+func run(root, dir string, m mutant, timeout time.Duration) result {
 	r := result{m: m}
-	dir, err := os.MkdirTemp("", "vpccni-mutant-"+m.ID+"-")
-	if err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		r.status, r.detail = "error", err.Error()
 		return r
 	}
 	defer os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		r.status, r.detail = "error", err.Error()
+		return r
+	}
 	if err := copyTree(root, dir); err != nil {
 		r.status, r.detail = "error", "copy: "+err.Error()
 		return r
