@@ -79,12 +79,7 @@ func (n *node) dropFromCheckpoint(p refPod) {
 
 var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "real-kernel"), func() {
 	It("with the runtime's word: MISSING, STRAY, LEAKED and MISROUTE exactly, DOUBLE from the checkpoint, --fix takes only the leak", func() {
-		bin, err := legacyIpamd()
-		Expect(err).NotTo(HaveOccurred())
-		n := newRefNode("t3.medium") // 5 pod addresses on device 0, then device 1
-		n.killIpamd()
-		n.ipamdBin = bin
-		n.startIpamd(n.instanceType)
+		n := newLegacyRefNode()
 		// An EKS node forwards; the MISROUTE lookups as if from a pod's
 		// veth need it (this is the node's own namespace, not the machine).
 		Expect(n.host.SysctlSet("net/ipv4/conf/all/forwarding", "1")).To(Succeed())
@@ -227,12 +222,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 	})
 
 	It("a live pod that lost its host route and its allocation: its rules are reported, never removed", func() {
-		bin, err := legacyIpamd()
-		Expect(err).NotTo(HaveOccurred())
-		n := newRefNode("t3.medium")
-		n.killIpamd()
-		n.ipamdBin = bin
-		n.startIpamd(n.instanceType)
+		n := newLegacyRefNode()
 		pods := []refPod{n.addPod(n.ref, "r-0"), n.addPod(n.ref, "r-1")}
 		runtime := &sandboxList{}
 		runtime.set(pods...)

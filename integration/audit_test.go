@@ -37,6 +37,19 @@ var legacyIpamd = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// newLegacyRefNode is a reference node (t3.medium: 5 pod addresses on
+// device 0, then device 1) whose ipamd is the legacydelete build of
+// ref-v1.11: as the reference's was at the #2048 incident.
+func newLegacyRefNode() *refNode {
+	bin, err := legacyIpamd()
+	Expect(err).NotTo(HaveOccurred())
+	n := newRefNode("t3.medium")
+	n.killIpamd()
+	n.ipamdBin = bin
+	n.startIpamd(n.instanceType)
+	return n
+}
+
 // auditReport is the part of vpccni-audit's --json the specs read.
 type auditReport struct {
 	Sources []struct {
@@ -119,13 +132,8 @@ func objects(fs []auditFinding) []string {
 
 var _ = Describe("vpccni-audit on a real node", Label("audit", "real-kernel"), func() {
 	It("finds the #2048 leak the reference's plugin and ipamd leave, and --fix removes exactly it", func() {
-		bin, err := legacyIpamd()
-		Expect(err).NotTo(HaveOccurred())
-		n := newRefNode("t3.medium") // 5 pod addresses on device 0, then device 1
 		By("aws-node runs ipamd as the reference's was at the incident (ref-v1.11); the reference's plugin networks the pods")
-		n.killIpamd()
-		n.ipamdBin = bin
-		n.startIpamd(n.instanceType)
+		n := newLegacyRefNode()
 		for _, r := range foreignRules() {
 			Expect(n.host.RuleAdd(r)).To(Succeed())
 		}

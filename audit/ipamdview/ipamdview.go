@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vpccni/vpccni/audit"
 	"time"
 )
 
@@ -63,6 +65,15 @@ type Holder struct {
 	ContainerID  string // empty when ipamd does not say (current bodies omit it)
 	PodNamespace string
 	PodName      string
+}
+
+// Audit is ipamd's memory as the audit reads it.
+func (v *View) Audit() *audit.IpamdView {
+	out := &audit.IpamdView{Held: map[netip.Addr]audit.Holder{}, InPool: v.InPool, Conflicts: v.Conflicts}
+	for a, h := range v.Held {
+		out.Held[a] = audit.Holder{ContainerID: h.ContainerID, PodNamespace: h.PodNamespace, PodName: h.PodName, Table: h.Table}
+	}
+	return out
 }
 
 // InPool: the address is in a range ipamd hands to pods.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 
@@ -93,19 +92,9 @@ func (r *run) auditInput() (audit.Input, []string, error) {
 		if err != nil {
 			return in, nil, err
 		}
-		in.Ipamd = ipamdOf(v)
+		in.Ipamd = v.Audit()
 	}
 	return in, notes, nil
-}
-
-// ipamdOf is vpccni-audit's conversion (audit/cmd/vpccni-audit, gather.go),
-// which a main package cannot share.
-func ipamdOf(v *ipamdview.View) *audit.IpamdView {
-	out := &audit.IpamdView{Held: map[netip.Addr]audit.Holder{}, InPool: v.InPool, Conflicts: v.Conflicts}
-	for a, h := range v.Held {
-		out.Held[a] = audit.Holder{ContainerID: h.ContainerID, PodNamespace: h.PodNamespace, PodName: h.PodName, Table: h.Table}
-	}
-	return out
 }
 
 // sandboxes are what the runtime's ListPodSandbox shows: a running pod's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/vpccni/vpccni/audit"
 	"github.com/vpccni/vpccni/audit/cri"
@@ -93,20 +92,12 @@ func gather(o *options, k kernel.API) (audit.Input, []sourceNote, error) {
 		if err != nil {
 			ip.Note = fmt.Sprintf("no answer (%v): judged from the checkpoint alone", err)
 		} else {
-			in.Ipamd = ipamdOf(v)
+			in.Ipamd = v.Audit()
 			ip.Read, ip.Note = true, fmt.Sprintf("%d ENIs, %d addresses held", len(v.ENIs), len(v.Held))
 		}
 	}
 	notes = append(notes, ip)
 	return in, notes, nil
-}
-
-func ipamdOf(v *ipamdview.View) *audit.IpamdView {
-	out := &audit.IpamdView{Held: map[netip.Addr]audit.Holder{}, InPool: v.InPool, Conflicts: v.Conflicts}
-	for a, h := range v.Held {
-		out.Held[a] = audit.Holder{ContainerID: h.ContainerID, PodNamespace: h.PodNamespace, PodName: h.PodName, Table: h.Table}
-	}
-	return out
 }
 
 func nsName(path string) string {
