@@ -36,13 +36,14 @@ func (c *Cloud) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPriv
 		if n < 1 {
 			return nil, apiError(api, codeInvalidParameter, "the count must be at least 1")
 		}
-		if e.ipv4Slots()+n > c.limits.IPv4PerENI {
-			return nil, apiError(api, cloud.CodeIPAddressLimitExceeded, "Number of private addresses will exceed limit: %s allows %d per interface, %s has %d", c.typ, c.limits.IPv4PerENI, e.id, e.ipv4Slots())
+		typ, lim := c.limitsOf(e)
+		if e.ipv4Slots()+n > lim.IPv4PerENI {
+			return nil, apiError(api, cloud.CodeIPAddressLimitExceeded, "Number of private addresses will exceed limit: %s allows %d per interface, %s has %d", typ, lim.IPv4PerENI, e.id, e.ipv4Slots())
 		}
-		s := c.subnets[e.subnetID]
+		s := c.vpc.subnets[e.subnetID]
 		out := &ec2.AssignPrivateIpAddressesOutput{NetworkInterfaceId: aws.String(e.id)}
 		if in.SecondaryPrivateIpAddressCount != nil || len(in.PrivateIpAddresses) > 0 {
-			ips, err := c.takeAddrs(api, s, n, in.PrivateIpAddresses)
+			ips, err := takeAddrs(api, s, e, n, in.PrivateIpAddresses)
 			if err != nil {
 				return nil, err
 			}
@@ -53,7 +54,7 @@ func (c *Cloud) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPriv
 			}
 			return out, nil
 		}
-		pfx, err := c.takePrefixes(api, s, n, in.Ipv4Prefixes)
+		pfx, err := takePrefixes(api, s, e, n, in.Ipv4Prefixes)
 		if err != nil {
 			return nil, err
 		}
@@ -66,10 +67,20 @@ func (c *Cloud) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPriv
 	})
 }
 
-// takeAddrs takes n addresses: the given ones, or the lowest free.
-func (c *Cloud) takeAddrs(api string, s *subnet, n int, given []string) ([]netip.Addr, error) {
+// limitsOf returns the type and limits that bound the ENI: those of the
+// instance it is attached to, or the caller's for an unattached one.
+// The caller holds c.vpc.mu.
+func (c *Cloud) limitsOf(e *eni) (string, cloud.Limits) {
+	if e.att != nil {
+		return e.att.inst.typ, e.att.inst.limits
+	}
+	return c.typ, c.limits
+}
+
+// takeAddrs takes n addresses for e: the given ones, or the lowest free.
+func takeAddrs(api string, s *subnet, e *eni, n int, given []string) ([]netip.Addr, error) {
 	if len(given) == 0 {
-		ips, ok := s.takeAddrs(n)
+		ips, ok := s.takeAddrs(n, e)
 		if !ok {
 			return nil, apiError(api, cloud.CodeInsufficientFreeAddresses, "Insufficient free IP addresses in subnet %s: %d asked, %d free", s.id, n, s.available())
 		}
@@ -87,15 +98,16 @@ func (c *Cloud) takeAddrs(api string, s *subnet, n int, given []string) ([]netip
 		ips = append(ips, a)
 	}
 	for _, a := range ips {
-		s.used[a] = true
+		s.used[a] = e
 	}
 	return ips, nil
 }
 
-// takePrefixes takes n /28s: the given ones, or the lowest wholly free.
-func (c *Cloud) takePrefixes(api string, s *subnet, n int, given []string) ([]netip.Prefix, error) {
+// takePrefixes takes n /28s for e: the given ones, or the lowest wholly
+// free.
+func takePrefixes(api string, s *subnet, e *eni, n int, given []string) ([]netip.Prefix, error) {
 	if len(given) == 0 {
-		pfx, ok := s.takePrefixes(n)
+		pfx, ok := s.takePrefixes(n, e)
 		if !ok {
 			return nil, apiError(api, cloud.CodeInsufficientCidrBlocks, "There are not enough free cidr blocks in the specified subnet %s to satisfy the request", s.id)
 		}
@@ -110,7 +122,7 @@ func (c *Cloud) takePrefixes(api string, s *subnet, n int, given []string) ([]ne
 		pfx = append(pfx, p)
 	}
 	for _, p := range pfx {
-		s.markPrefix(p, true)
+		s.markPrefix(p, e)
 	}
 	return pfx, nil
 }
@@ -135,11 +147,11 @@ func (c *Cloud) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.Unassign
 		if err != nil {
 			return nil, apiError(api, codeInvalidParameter, "Some of the specified prefixes are not assigned to interface %s: %v", e.id, err)
 		}
-		s := c.subnets[e.subnetID]
+		s := c.vpc.subnets[e.subnetID]
 		s.release(ips...)
 		e.secondary = slices.DeleteFunc(e.secondary, func(a netip.Addr) bool { return slices.Contains(ips, a) })
 		for _, p := range pfx {
-			s.markPrefix(p, false)
+			s.markPrefix(p, nil)
 		}
 		e.prefixes = slices.DeleteFunc(e.prefixes, func(p netip.Prefix) bool { return slices.Contains(pfx, p) })
 		return &ec2.UnassignPrivateIpAddressesOutput{}, nil
@@ -177,19 +189,19 @@ func (c *Cloud) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6Addre
 		if in.Ipv6AddressCount != nil || len(in.Ipv6Addresses) > 0 {
 			return nil, apiError(api, codeUnsupported, "the memory cloud models IPv6 prefixes only, not single addresses")
 		}
-		if !c.limits.IPv6 {
-			return nil, apiError(api, codeUnsupported, "%s does not support IPv6", c.typ)
+		if typ, lim := c.limitsOf(e); !lim.IPv6 {
+			return nil, apiError(api, codeUnsupported, "%s does not support IPv6", typ)
 		}
 		if (in.Ipv6PrefixCount != nil) == (len(in.Ipv6Prefixes) > 0) {
 			return nil, apiError(api, codeInvalidCombination, "give exactly one of Ipv6PrefixCount, Ipv6Prefixes")
 		}
-		s := c.subnets[e.subnetID]
+		s := c.vpc.subnets[e.subnetID]
 		var pfx []netip.Prefix
 		if in.Ipv6PrefixCount != nil {
 			n := int(*in.Ipv6PrefixCount)
 			ok := n >= 1
 			if ok {
-				pfx, ok = s.takeV6Prefixes(n)
+				pfx, ok = s.takeV6Prefixes(n, e)
 			}
 			if !ok {
 				return nil, apiError(api, cloud.CodeInsufficientCidrBlocks, "cannot delegate %d /80 prefixes from %s", n, s.ipv6)
@@ -203,7 +215,7 @@ func (c *Cloud) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6Addre
 				pfx = append(pfx, p)
 			}
 			for _, p := range pfx {
-				s.usedV6[p] = true
+				s.usedV6[p] = e
 			}
 		}
 		e.v6prefixes = append(e.v6prefixes, pfx...)
@@ -231,9 +243,9 @@ func (c *Cloud) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6A
 		if err != nil {
 			return nil, apiError(api, codeInvalidParameter, "Some of the specified prefixes are not assigned to interface %s: %v", e.id, err)
 		}
-		s := c.subnets[e.subnetID]
+		s := c.vpc.subnets[e.subnetID]
 		for _, p := range pfx {
-			delete(s.usedV6, p)
+			s.releaseV6(p)
 		}
 		e.v6prefixes = slices.DeleteFunc(e.v6prefixes, func(p netip.Prefix) bool { return slices.Contains(pfx, p) })
 		out := &ec2.UnassignIpv6AddressesOutput{NetworkInterfaceId: aws.String(e.id)}

@@ -14,17 +14,9 @@ import (
 	"github.com/vpccni/vpccni/cloud"
 )
 
-// sortedENIs returns the ENIs by ID, so every answer lists them in one
-// order. The caller holds c.mu.
-func (c *Cloud) sortedENIs() []*eni {
-	out := slices.Collect(maps.Values(c.enis))
-	slices.SortFunc(out, func(a, b *eni) int { return strings.Compare(a.id, b.id) })
-	return out
-}
-
 // eniFilterValue returns an ENI's value for a DescribeNetworkInterfaces
 // filter name, and whether the model knows that filter.
-func (c *Cloud) eniFilterValue(e *eni, name string) (string, bool) {
+func (v *vpc) eniFilterValue(e *eni, name string) (string, bool) {
 	if k, ok := strings.CutPrefix(name, "tag:"); ok {
 		return e.tags[k], true
 	}
@@ -34,7 +26,7 @@ func (c *Cloud) eniFilterValue(e *eni, name string) (string, bool) {
 	case "subnet-id":
 		return e.subnetID, true
 	case "vpc-id":
-		return vpcID, true
+		return v.id, true
 	case "mac-address":
 		return e.mac, true
 	case "interface-type":
@@ -49,7 +41,7 @@ func (c *Cloud) eniFilterValue(e *eni, name string) (string, bool) {
 		return string(types.NetworkInterfaceStatusAvailable), true
 	case "attachment.instance-id":
 		if e.att != nil {
-			return c.instanceID, true
+			return e.att.inst.instanceID, true
 		}
 		return "", true
 	case "attachment.status":
@@ -66,23 +58,28 @@ func (c *Cloud) eniFilterValue(e *eni, name string) (string, bool) {
 	return "", false
 }
 
-// DescribeNetworkInterfaces lists ENIs by ID and filters (values of one
-// filter are alternatives, filters must all match; tag-key matches a tag
-// by key). Every answer fits one page.
+// DescribeNetworkInterfaces lists the VPC's ENIs, as EC2 lists the
+// account's, by ID and filters (values of one filter are alternatives,
+// filters must all match; tag-key matches a tag by key). Every answer
+// fits one page.
 func (c *Cloud) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, _ ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
 	const api = "DescribeNetworkInterfaces"
 	return call(ctx, c, api, func() (*ec2.DescribeNetworkInterfacesOutput, error) {
-		for _, id := range in.NetworkInterfaceIds {
-			if _, ok := c.enis[id]; !ok {
-				return nil, apiError(api, cloud.CodeENINotFound, "The networkInterface ID '%s' does not exist", id)
+		v := c.vpc
+		for _, f := range in.Filters {
+			if name := aws.ToString(f.Name); name != "tag-key" {
+				if _, known := v.eniFilterValue(&eni{}, name); !known {
+					return nil, apiError(api, codeInvalidParameter, "The filter '%s' is invalid", name)
+				}
 			}
+		}
+		candidates, err := c.describeCandidates(api, in)
+		if err != nil {
+			return nil, err
 		}
 		out := &ec2.DescribeNetworkInterfacesOutput{NetworkInterfaces: []types.NetworkInterface{}}
 	next:
-		for _, e := range c.sortedENIs() {
-			if len(in.NetworkInterfaceIds) > 0 && !slices.Contains(in.NetworkInterfaceIds, e.id) {
-				continue
-			}
+		for _, e := range candidates {
 			for _, f := range in.Filters {
 				name := aws.ToString(f.Name)
 				if name == "tag-key" {
@@ -91,73 +88,118 @@ func (c *Cloud) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeN
 					}
 					continue
 				}
-				v, known := c.eniFilterValue(e, name)
-				if !known {
-					return nil, apiError(api, codeInvalidParameter, "The filter '%s' is invalid", name)
-				}
-				if !slices.Contains(f.Values, v) {
+				if val, _ := v.eniFilterValue(e, name); !slices.Contains(f.Values, val) {
 					continue next
 				}
 			}
-			out.NetworkInterfaces = append(out.NetworkInterfaces, c.describe(e))
+			out.NetworkInterfaces = append(out.NetworkInterfaces, v.describe(e))
 		}
 		return out, nil
 	})
 }
 
-// DescribeInstances describes the one instance (filters are not modelled:
-// asking by ID, or for all, is what ipamd does).
+// describeCandidates returns, sorted by ID, the ENIs a describe has to
+// look at: the named ones; else, when it filters on
+// attachment.instance-id (as ipamd's describes do), only those
+// instances' attached ENIs, so a node's describe costs its own ENIs, not
+// the whole fleet's; else all. The caller holds c.vpc.mu.
+func (c *Cloud) describeCandidates(api string, in *ec2.DescribeNetworkInterfacesInput) ([]*eni, error) {
+	v := c.vpc
+	if len(in.NetworkInterfaceIds) > 0 {
+		named := make(map[string]*eni, len(in.NetworkInterfaceIds))
+		for _, id := range in.NetworkInterfaceIds {
+			e, ok := v.enis[id]
+			if !ok {
+				return nil, apiError(api, cloud.CodeENINotFound, "The networkInterface ID '%s' does not exist", id)
+			}
+			named[id] = e
+		}
+		return sortedByID(named), nil
+	}
+	for _, f := range in.Filters {
+		if aws.ToString(f.Name) != "attachment.instance-id" {
+			continue
+		}
+		attached := map[string]*eni{}
+		for _, id := range f.Values {
+			if inst, ok := v.instances[id]; ok {
+				maps.Copy(attached, inst.attached)
+			}
+		}
+		return sortedByID(attached), nil
+	}
+	return sortedByID(v.enis), nil
+}
+
+// DescribeInstances describes the named running instances of the VPC,
+// or this one when none is named (filters are not modelled: asking by
+// ID, or for all, is what ipamd does).
 func (c *Cloud) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	const api = "DescribeInstances"
 	return call(ctx, c, api, func() (*ec2.DescribeInstancesOutput, error) {
 		if len(in.Filters) > 0 {
 			return nil, apiError(api, codeUnsupported, "the memory cloud does not model DescribeInstances filters")
 		}
+		insts := []*Cloud{c}
+		if len(in.InstanceIds) > 0 {
+			insts = nil
+		}
 		for _, id := range in.InstanceIds {
-			if id != c.instanceID {
+			inst, ok := c.vpc.instances[id]
+			if !ok {
 				return nil, apiError(api, codeInstanceNotFound, "The instance ID '%s' does not exist", id)
 			}
+			if !slices.Contains(insts, inst) {
+				insts = append(insts, inst)
+			}
 		}
-		inst := types.Instance{
-			InstanceId:   aws.String(c.instanceID),
-			InstanceType: types.InstanceType(c.typ),
-			VpcId:        aws.String(vpcID),
-			Placement:    &types.Placement{AvailabilityZone: aws.String(c.opt.Region + "a")},
+		res := types.Reservation{}
+		for _, inst := range insts {
+			res.Instances = append(res.Instances, inst.describeInstance())
 		}
-		for _, e := range c.sortedENIs() {
-			if e.att == nil {
-				continue
-			}
-			ni := c.describe(e)
-			ini := types.InstanceNetworkInterface{
-				NetworkInterfaceId: ni.NetworkInterfaceId, MacAddress: ni.MacAddress, SubnetId: ni.SubnetId,
-				VpcId: ni.VpcId, PrivateIpAddress: ni.PrivateIpAddress, Status: ni.Status, Groups: ni.Groups,
-				InterfaceType: aws.String(string(ni.InterfaceType)),
-				Attachment: &types.InstanceNetworkInterfaceAttachment{
-					AttachmentId: ni.Attachment.AttachmentId, DeviceIndex: ni.Attachment.DeviceIndex,
-					DeleteOnTermination: ni.Attachment.DeleteOnTermination, NetworkCardIndex: ni.Attachment.NetworkCardIndex,
-					Status: ni.Attachment.Status,
-				},
-			}
-			for _, a := range ni.PrivateIpAddresses {
-				ini.PrivateIpAddresses = append(ini.PrivateIpAddresses, types.InstancePrivateIpAddress{PrivateIpAddress: a.PrivateIpAddress, Primary: a.Primary})
-			}
-			for _, p := range ni.Ipv4Prefixes {
-				ini.Ipv4Prefixes = append(ini.Ipv4Prefixes, types.InstanceIpv4Prefix{Ipv4Prefix: p.Ipv4Prefix})
-			}
-			for _, p := range ni.Ipv6Prefixes {
-				ini.Ipv6Prefixes = append(ini.Ipv6Prefixes, types.InstanceIpv6Prefix{Ipv6Prefix: p.Ipv6Prefix})
-			}
-			if e.att.device == 0 {
-				inst.SubnetId, inst.PrivateIpAddress, inst.SecurityGroups = ni.SubnetId, ni.PrivateIpAddress, ni.Groups
-			}
-			inst.NetworkInterfaces = append(inst.NetworkInterfaces, ini)
-		}
-		slices.SortFunc(inst.NetworkInterfaces, func(a, b types.InstanceNetworkInterface) int {
-			return int(*a.Attachment.DeviceIndex - *b.Attachment.DeviceIndex)
-		})
-		return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{{Instances: []types.Instance{inst}}}}, nil
+		return &ec2.DescribeInstancesOutput{Reservations: []types.Reservation{res}}, nil
 	})
+}
+
+// describeInstance is the instance as DescribeInstances returns it. The
+// caller holds c.vpc.mu.
+func (c *Cloud) describeInstance() types.Instance {
+	inst := types.Instance{
+		InstanceId:   aws.String(c.instanceID),
+		InstanceType: types.InstanceType(c.typ),
+		VpcId:        aws.String(c.vpc.id),
+		Placement:    &types.Placement{AvailabilityZone: aws.String(c.vpc.region + "a")},
+	}
+	for _, e := range sortedByID(c.attached) {
+		ni := c.vpc.describe(e)
+		ini := types.InstanceNetworkInterface{
+			NetworkInterfaceId: ni.NetworkInterfaceId, MacAddress: ni.MacAddress, SubnetId: ni.SubnetId,
+			VpcId: ni.VpcId, PrivateIpAddress: ni.PrivateIpAddress, Status: ni.Status, Groups: ni.Groups,
+			InterfaceType: aws.String(string(ni.InterfaceType)),
+			Attachment: &types.InstanceNetworkInterfaceAttachment{
+				AttachmentId: ni.Attachment.AttachmentId, DeviceIndex: ni.Attachment.DeviceIndex,
+				DeleteOnTermination: ni.Attachment.DeleteOnTermination, NetworkCardIndex: ni.Attachment.NetworkCardIndex,
+				Status: ni.Attachment.Status,
+			},
+		}
+		for _, a := range ni.PrivateIpAddresses {
+			ini.PrivateIpAddresses = append(ini.PrivateIpAddresses, types.InstancePrivateIpAddress{PrivateIpAddress: a.PrivateIpAddress, Primary: a.Primary})
+		}
+		for _, p := range ni.Ipv4Prefixes {
+			ini.Ipv4Prefixes = append(ini.Ipv4Prefixes, types.InstanceIpv4Prefix{Ipv4Prefix: p.Ipv4Prefix})
+		}
+		for _, p := range ni.Ipv6Prefixes {
+			ini.Ipv6Prefixes = append(ini.Ipv6Prefixes, types.InstanceIpv6Prefix{Ipv6Prefix: p.Ipv6Prefix})
+		}
+		if e.att.device == 0 {
+			inst.SubnetId, inst.PrivateIpAddress, inst.SecurityGroups = ni.SubnetId, ni.PrivateIpAddress, ni.Groups
+		}
+		inst.NetworkInterfaces = append(inst.NetworkInterfaces, ini)
+	}
+	slices.SortFunc(inst.NetworkInterfaces, func(a, b types.InstanceNetworkInterface) int {
+		return int(*a.Attachment.DeviceIndex - *b.Attachment.DeviceIndex)
+	})
+	return inst
 }
 
 // DescribeInstanceTypes answers from cloud's limits table; no types named
@@ -197,40 +239,41 @@ func (c *Cloud) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInsta
 func (c *Cloud) DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error) {
 	const api = "DescribeSubnets"
 	return call(ctx, c, api, func() (*ec2.DescribeSubnetsOutput, error) {
+		v := c.vpc
 		for _, id := range in.SubnetIds {
-			if _, ok := c.subnets[id]; !ok {
+			if _, ok := v.subnets[id]; !ok {
 				return nil, apiError(api, codeSubnetNotFound, "The subnet ID '%s' does not exist", id)
 			}
 		}
-		ids := slices.Sorted(maps.Keys(c.subnets))
+		ids := slices.Sorted(maps.Keys(v.subnets))
 		out := &ec2.DescribeSubnetsOutput{Subnets: []types.Subnet{}}
 	next:
 		for _, id := range ids {
-			s := c.subnets[id]
+			s := v.subnets[id]
 			if len(in.SubnetIds) > 0 && !slices.Contains(in.SubnetIds, id) {
 				continue
 			}
 			for _, f := range in.Filters {
-				var v string
+				var val string
 				switch name := aws.ToString(f.Name); name {
 				case "subnet-id":
-					v = s.id
+					val = s.id
 				case "vpc-id":
-					v = vpcID
+					val = v.id
 				case "cidr-block":
-					v = s.cidr.String()
+					val = s.cidr.String()
 				default:
 					return nil, apiError(api, codeInvalidParameter, "The filter '%s' is invalid", name)
 				}
-				if !slices.Contains(f.Values, v) {
+				if !slices.Contains(f.Values, val) {
 					continue next
 				}
 			}
 			out.Subnets = append(out.Subnets, types.Subnet{
 				SubnetId:                aws.String(s.id),
-				VpcId:                   aws.String(vpcID),
+				VpcId:                   aws.String(v.id),
 				CidrBlock:               aws.String(s.cidr.String()),
-				AvailabilityZone:        aws.String(c.opt.Region + "a"),
+				AvailabilityZone:        aws.String(v.region + "a"),
 				AvailableIpAddressCount: aws.Int32(int32(s.available())),
 				State:                   types.SubnetStateAvailable,
 				Ipv6CidrBlockAssociationSet: []types.SubnetIpv6CidrBlockAssociation{{

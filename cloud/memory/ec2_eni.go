@@ -27,12 +27,13 @@ const (
 	codeAddressInUse          = "PrivateIpAddressInUse"
 )
 
-// lookupENI returns the ENI or EC2's not-found error. The caller holds c.mu.
+// lookupENI returns the ENI, any of the VPC's as in EC2, or EC2's
+// not-found error. The caller holds c.vpc.mu.
 func (c *Cloud) lookupENI(api string, id *string) (*eni, error) {
 	if id == nil {
 		return nil, apiError(api, codeMissingParameter, "The request must contain the parameter NetworkInterfaceId")
 	}
-	e, ok := c.enis[*id]
+	e, ok := c.vpc.enis[*id]
 	if !ok {
 		return nil, apiError(api, cloud.CodeENINotFound, "The networkInterface ID '%s' does not exist", *id)
 	}
@@ -54,13 +55,14 @@ func (c *Cloud) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetwor
 		if in.SubnetId == nil {
 			return nil, apiError(api, codeMissingParameter, "The request must contain the parameter SubnetId")
 		}
-		s, ok := c.subnets[*in.SubnetId]
+		v := c.vpc
+		s, ok := v.subnets[*in.SubnetId]
 		if !ok {
 			return nil, apiError(api, codeSubnetNotFound, "The subnet ID '%s' does not exist", *in.SubnetId)
 		}
 		groups := in.Groups
 		if len(groups) == 0 {
-			groups = []string{c.sg} // EC2 uses the VPC's default group
+			groups = []string{v.sg} // EC2 uses the VPC's default group
 		}
 		if err := c.checkGroups(api, groups); err != nil {
 			return nil, err
@@ -74,46 +76,51 @@ func (c *Cloud) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetwor
 				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 			}
 		}
-		ip, ok := s.takeAddrs(1)
-		if !ok {
-			return nil, apiError(api, cloud.CodeInsufficientFreeAddresses, "Insufficient free IP addresses in subnet %s", s.id)
-		}
-		c.created++
-		n := c.created
 		e := &eni{
-			id:          "eni-" + hexID(fmt.Sprintf("%s/created/%d", c.typ, n)),
-			mac:         fmt.Sprintf("02:00:00:01:%02x:%02x", byte(n>>8), byte(n)),
 			subnetID:    s.id,
 			description: aws.ToString(in.Description),
 			trunk:       in.InterfaceType == types.NetworkInterfaceCreationTypeTrunk,
-			primary:     ip[0],
 			groups:      slices.Clone(groups),
 			tags:        tags,
 		}
-		c.enis[e.id] = e
-		ni := c.describe(e)
+		ip, ok := s.takeAddrs(1, e)
+		if !ok {
+			return nil, apiError(api, cloud.CodeInsufficientFreeAddresses, "Insufficient free IP addresses in subnet %s", s.id)
+		}
+		v.created++
+		n := v.created
+		e.primary = ip[0]
+		e.id = "eni-" + hexID(fmt.Sprintf("%s/created/%d", v.seed, n))
+		// 02:<n>>24>:<n>>16>:01:<n>>8>:<n>: byte 3 is 01 where launch ENIs
+		// have 00, so no created ENI shares a launch ENI's MAC; below
+		// 65536 it is the 02:00:00:01:hi:lo the model always gave.
+		e.mac = fmt.Sprintf("02:%02x:%02x:01:%02x:%02x", byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		v.addENI(e)
+		ni := v.describe(e)
 		return &ec2.CreateNetworkInterfaceOutput{NetworkInterface: &ni}, nil
 	})
 }
 
 // checkGroups refuses security groups other than the node's, the only one
-// the model's VPC has. The caller holds c.mu.
+// the model's VPC has. The caller holds c.vpc.mu.
 func (c *Cloud) checkGroups(api string, groups []string) error {
 	for _, g := range groups {
-		if g != c.sg {
-			return apiError(api, codeGroupNotFound, "The security group '%s' does not exist in VPC '%s'", g, vpcID)
+		if g != c.vpc.sg {
+			return apiError(api, codeGroupNotFound, "The security group '%s' does not exist in VPC '%s'", g, c.vpc.id)
 		}
 	}
 	return nil
 }
 
-// AttachNetworkInterface attaches an ENI at a device number, after the
-// attach delay (SetAttachDelay). OnAttach runs once it has committed.
+// AttachNetworkInterface attaches an ENI at a device number of the named
+// running instance of the VPC (its limits and device numbers), after the
+// attach delay (SetAttachDelay). That instance's OnAttach runs once it
+// has committed.
 func (c *Cloud) AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.AttachNetworkInterfaceOutput, error) {
 	const api = "AttachNetworkInterface"
-	c.mu.Lock()
+	c.vpc.mu.Lock()
 	delay := c.attachDelay
-	c.mu.Unlock()
+	c.vpc.mu.Unlock()
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -123,13 +130,15 @@ func (c *Cloud) AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetwor
 		t.Stop()
 	}
 	var attached cloud.ENI
+	var hook func(cloud.ENI)
 	out, err := call(ctx, c, api, func() (*ec2.AttachNetworkInterfaceOutput, error) {
 		e, err := c.lookupENI(api, in.NetworkInterfaceId)
 		if err != nil {
 			return nil, err
 		}
-		if id := aws.ToString(in.InstanceId); id != c.instanceID {
-			return nil, apiError(api, codeInstanceNotFound, "The instance ID '%s' does not exist", id)
+		inst, ok := c.vpc.instances[aws.ToString(in.InstanceId)]
+		if !ok {
+			return nil, apiError(api, codeInstanceNotFound, "The instance ID '%s' does not exist", aws.ToString(in.InstanceId))
 		}
 		if in.DeviceIndex == nil {
 			return nil, apiError(api, codeMissingParameter, "The request must contain the parameter DeviceIndex")
@@ -138,28 +147,21 @@ func (c *Cloud) AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetwor
 			return nil, apiError(api, cloud.CodeENIInUse, "Interface: [%s] in use", e.id)
 		}
 		device := int(*in.DeviceIndex)
-		if device < 0 || device >= c.limits.ENIs {
-			return nil, apiError(api, codeInvalidParameter, "Device index %d is out of range for %s (0 to %d)", device, c.typ, c.limits.ENIs-1)
+		if device < 0 || device >= inst.limits.ENIs {
+			return nil, apiError(api, codeInvalidParameter, "Device index %d is out of range for %s (0 to %d)", device, inst.typ, inst.limits.ENIs-1)
 		}
-		count, taken := 0, false
-		for _, o := range c.enis {
-			if o.att != nil {
-				count++
-				taken = taken || o.att.device == device
-			}
+		if count := len(inst.attached); count >= inst.limits.ENIs {
+			return nil, apiError(api, cloud.CodeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", count+1, inst.typ)
 		}
-		if count >= c.limits.ENIs {
-			return nil, apiError(api, cloud.CodeAttachmentLimitExceeded, "Interface count %d exceeds the limit for %s", count+1, c.typ)
+		if inst.deviceENI(device) != nil {
+			return nil, apiError(api, codeInvalidParameter, "Instance '%s' already has an interface attached at device index '%d'", inst.instanceID, device)
 		}
-		if taken {
-			return nil, apiError(api, codeInvalidParameter, "Instance '%s' already has an interface attached at device index '%d'", c.instanceID, device)
-		}
-		e.att = c.newAttachment(device, false)
-		attached = e.cloudENI(c.subnets[e.subnetID])
+		c.vpc.attach(e, inst, device, false)
+		attached, hook = e.cloudENI(c.vpc.subnets[e.subnetID]), inst.opt.OnAttach
 		return &ec2.AttachNetworkInterfaceOutput{AttachmentId: aws.String(e.att.id), NetworkCardIndex: aws.Int32(0)}, nil
 	})
-	if err == nil && c.opt.OnAttach != nil {
-		c.opt.OnAttach(attached)
+	if err == nil && hook != nil {
+		hook(attached)
 	}
 	return out, err
 }
@@ -194,27 +196,27 @@ func (c *Cloud) ModifyNetworkInterfaceAttribute(ctx context.Context, in *ec2.Mod
 
 // DetachNetworkInterface detaches at once (EC2 takes seconds; an injected
 // InvalidNetworkInterface.InUse on DeleteNetworkInterface stands for
-// that). OnDetach runs once it has committed.
+// that). The ENI keeps its addresses. The OnDetach of the instance it was
+// attached to runs once it has committed.
 func (c *Cloud) DetachNetworkInterface(ctx context.Context, in *ec2.DetachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DetachNetworkInterfaceOutput, error) {
 	const api = "DetachNetworkInterface"
 	var detached cloud.ENI
+	var hook func(cloud.ENI)
 	out, err := call(ctx, c, api, func() (*ec2.DetachNetworkInterfaceOutput, error) {
 		id := aws.ToString(in.AttachmentId)
-		for _, e := range c.enis {
-			if e.att == nil || e.att.id != id {
-				continue
-			}
-			if e.att.device == 0 {
-				return nil, apiError(api, codeOperationNotPermitted, "The network interface at device index 0 cannot be detached")
-			}
-			detached = e.cloudENI(c.subnets[e.subnetID])
-			e.att = nil
-			return &ec2.DetachNetworkInterfaceOutput{}, nil
+		e, ok := c.vpc.attachments[id]
+		if !ok {
+			return nil, apiError(api, codeAttachmentNotFound, "The attachment ID '%s' does not exist", id)
 		}
-		return nil, apiError(api, codeAttachmentNotFound, "The attachment ID '%s' does not exist", id)
+		if e.att.device == 0 {
+			return nil, apiError(api, codeOperationNotPermitted, "The network interface at device index 0 cannot be detached")
+		}
+		detached, hook = e.cloudENI(c.vpc.subnets[e.subnetID]), e.att.inst.opt.OnDetach
+		c.vpc.detach(e)
+		return &ec2.DetachNetworkInterfaceOutput{}, nil
 	})
-	if err == nil && c.opt.OnDetach != nil {
-		c.opt.OnDetach(detached)
+	if err == nil && hook != nil {
+		hook(detached)
 	}
 	return out, err
 }
@@ -231,16 +233,7 @@ func (c *Cloud) DeleteNetworkInterface(ctx context.Context, in *ec2.DeleteNetwor
 		if e.att != nil {
 			return nil, apiError(api, cloud.CodeENIInUse, "The network interface '%s' is currently in use", e.id)
 		}
-		s := c.subnets[e.subnetID]
-		s.release(e.primary)
-		s.release(e.secondary...)
-		for _, p := range e.prefixes {
-			s.markPrefix(p, false)
-		}
-		for _, p := range e.v6prefixes {
-			delete(s.usedV6, p)
-		}
-		delete(c.enis, e.id)
+		c.vpc.deleteENI(e)
 		return &ec2.DeleteNetworkInterfaceOutput{}, nil
 	})
 }

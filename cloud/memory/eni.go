@@ -26,6 +26,7 @@ type eni struct {
 
 type attachment struct {
 	id                  string
+	inst                *Cloud // the instance it is attached to
 	device              int
 	deleteOnTermination bool
 }
@@ -51,13 +52,13 @@ func (e *eni) cloudENI(s *subnet) cloud.ENI {
 }
 
 // describe is the ENI as DescribeNetworkInterfaces returns it.
-func (c *Cloud) describe(e *eni) types.NetworkInterface {
+func (v *vpc) describe(e *eni) types.NetworkInterface {
 	ni := types.NetworkInterface{
 		NetworkInterfaceId: aws.String(e.id),
 		MacAddress:         aws.String(e.mac),
 		SubnetId:           aws.String(e.subnetID),
-		VpcId:              aws.String(vpcID),
-		AvailabilityZone:   aws.String(c.opt.Region + "a"),
+		VpcId:              aws.String(v.id),
+		AvailabilityZone:   aws.String(v.region + "a"),
 		Description:        aws.String(e.description),
 		PrivateIpAddress:   aws.String(e.primary.String()),
 		InterfaceType:      types.NetworkInterfaceTypeInterface,
@@ -87,7 +88,7 @@ func (c *Cloud) describe(e *eni) types.NetworkInterface {
 		ni.Attachment = &types.NetworkInterfaceAttachment{
 			AttachmentId:        aws.String(e.att.id),
 			DeviceIndex:         aws.Int32(int32(e.att.device)),
-			InstanceId:          aws.String(c.instanceID),
+			InstanceId:          aws.String(e.att.inst.instanceID),
 			NetworkCardIndex:    aws.Int32(0),
 			DeleteOnTermination: aws.Bool(e.att.deleteOnTermination),
 			Status:              types.AttachmentStatusAttached,
@@ -95,6 +96,3 @@ func (c *Cloud) describe(e *eni) types.NetworkInterface {
 	}
 	return ni
 }
-
-// vpcID is the model VPC's ID.
-var vpcID = "vpc-" + hexID(VPC.String())

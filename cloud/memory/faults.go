@@ -47,8 +47,8 @@ func (c *Cloud) InjectFault(api string, f Fault) {
 	if !slices.Contains(ec2APIs, api) {
 		panic(fmt.Sprintf("memory cloud: InjectFault on %q, which is not an EC2 API of cloud.EC2", api))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.vpc.mu.Lock()
+	defer c.vpc.mu.Unlock()
 	if f.Times == 0 {
 		delete(c.faults, api)
 		return
@@ -58,8 +58,8 @@ func (c *Cloud) InjectFault(api string, f Fault) {
 
 // ClearFaults removes every fault.
 func (c *Cloud) ClearFaults() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.vpc.mu.Lock()
+	defer c.vpc.mu.Unlock()
 	clear(c.faults)
 }
 
@@ -67,27 +67,31 @@ func (c *Cloud) ClearFaults() {
 // commits, or fail with the context's error if the context ends first
 // (nothing is attached then), as a slow attachment does.
 func (c *Cloud) SetAttachDelay(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.vpc.mu.Lock()
+	defer c.vpc.mu.Unlock()
 	c.attachDelay = d
 }
 
 // Calls returns the EC2 calls answered so far, oldest first. IMDS reads
 // are not EC2 calls and are not in it.
 func (c *Cloud) Calls() []Call {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.vpc.mu.Lock()
+	defer c.vpc.mu.Unlock()
 	return slices.Clone(c.calls)
 }
 
 // call runs one EC2 API under the model's lock: it fails the call with
-// the context's error or the injected fault first, runs op otherwise, and
-// logs the outcome.
+// the context's error, the instance's termination or the injected fault
+// first, runs op otherwise, and logs the outcome.
 func call[Out any](ctx context.Context, c *Cloud, api string, op func() (Out, error)) (Out, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.vpc.mu.Lock()
+	defer c.vpc.mu.Unlock()
 	var out Out
 	err := ctx.Err()
+	if err == nil && c.terminated {
+		// A late call of the gone node's ipamd fails cleanly.
+		err = apiError(api, codeInstanceNotFound, "The instance ID '%s' does not exist (terminated)", c.instanceID)
+	}
 	if err == nil {
 		err = c.takeFault(api)
 	}
@@ -99,7 +103,7 @@ func call[Out any](ctx context.Context, c *Cloud, api string, op func() (Out, er
 }
 
 // takeFault returns the injected error of api, counting the call against
-// the fault. The caller holds c.mu.
+// the fault. The caller holds c.vpc.mu.
 func (c *Cloud) takeFault(api string) error {
 	f, ok := c.faults[api]
 	if !ok {
@@ -132,6 +136,16 @@ func apiError(api, code, format string, args ...any) error {
 		ServiceID:     "EC2",
 		OperationName: api,
 		Err:           &smithy.GenericAPIError{Code: code, Message: fmt.Sprintf(format, args...)},
+	}
+}
+
+// imdsUnreachable is what IMDS reads fail with on a terminated instance:
+// no HTTP answer at all (not a 404, which means an absent key).
+func imdsUnreachable(instanceID, path string) error {
+	return &smithy.OperationError{
+		ServiceID:     "ec2imds",
+		OperationName: "GetMetadata",
+		Err:           fmt.Errorf("request to EC2 IMDS failed: instance %s is terminated, nothing answers %s", instanceID, path),
 	}
 }
 

@@ -27,16 +27,21 @@ func (c *Cloud) GetMetadata(ctx context.Context, in *imds.GetMetadataInput, _ ..
 		return nil, err
 	}
 	path := strings.TrimPrefix(in.Path, "/")
-	c.mu.Lock()
+	c.vpc.mu.Lock()
+	terminated := c.terminated
 	lines, ok := c.metadata(path)
-	c.mu.Unlock()
+	c.vpc.mu.Unlock()
+	if terminated {
+		return nil, imdsUnreachable(c.instanceID, path)
+	}
 	if !ok {
 		return nil, metadataNotFound(path)
 	}
 	return &imds.GetMetadataOutput{Content: io.NopCloser(strings.NewReader(strings.Join(lines, "\n")))}, nil
 }
 
-// metadata returns the lines of one key. The caller holds c.mu.
+// metadata returns the lines of one key, from this instance's ENIs only.
+// The caller holds c.vpc.mu.
 func (c *Cloud) metadata(path string) ([]string, bool) {
 	switch path {
 	case "instance-id":
@@ -45,6 +50,9 @@ func (c *Cloud) metadata(path string) ([]string, bool) {
 		return []string{c.typ}, true
 	case "mac", "local-ipv4":
 		e := c.deviceENI(0)
+		if e == nil { // only once terminated
+			return nil, false
+		}
 		if path == "mac" {
 			return []string{e.mac}, true
 		}
@@ -55,10 +63,8 @@ func (c *Cloud) metadata(path string) ([]string, bool) {
 		return []string{c.opt.Region + "a"}, true
 	case "network/interfaces/macs", "network/interfaces/macs/":
 		var macs []string
-		for _, e := range c.enis {
-			if e.att != nil {
-				macs = append(macs, e.mac+"/")
-			}
+		for _, e := range c.attached {
+			macs = append(macs, e.mac+"/")
 		}
 		slices.Sort(macs)
 		return macs, true
@@ -69,8 +75,8 @@ func (c *Cloud) metadata(path string) ([]string, bool) {
 	}
 	mac, key, _ := strings.Cut(rest, "/")
 	var e *eni
-	for _, o := range c.enis {
-		if o.att != nil && o.mac == mac {
+	for _, o := range c.attached {
+		if o.mac == mac {
 			e = o
 		}
 	}
@@ -89,9 +95,10 @@ func (c *Cloud) metadata(path string) ([]string, bool) {
 	return c.eniMetadata(e, key)
 }
 
-// eniMetadata returns one key of an attached ENI. The caller holds c.mu.
+// eniMetadata returns one key of an attached ENI. The caller holds
+// c.vpc.mu.
 func (c *Cloud) eniMetadata(e *eni, key string) ([]string, bool) {
-	s := c.subnets[e.subnetID]
+	s := c.vpc.subnets[e.subnetID]
 	switch key {
 	case "device-number":
 		return []string{strconv.Itoa(e.att.device)}, true
@@ -112,9 +119,9 @@ func (c *Cloud) eniMetadata(e *eni, key string) ([]string, bool) {
 	case "security-group-ids":
 		return slices.Clone(e.groups), true
 	case "vpc-id":
-		return []string{vpcID}, true
+		return []string{c.vpc.id}, true
 	case "vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks":
-		return []string{VPC.String()}, true
+		return []string{c.vpc.cidr.String()}, true
 	case "ipv4-prefix":
 		return prefixLines(e.prefixes)
 	case "ipv6-prefix":
@@ -136,10 +143,10 @@ func prefixLines(ps []netip.Prefix) ([]string, bool) {
 }
 
 // deviceENI returns the ENI attached at a device number, nil if none.
-// The caller holds c.mu.
+// The caller holds c.vpc.mu.
 func (c *Cloud) deviceENI(device int) *eni {
-	for _, e := range c.enis {
-		if e.att != nil && e.att.device == device {
+	for _, e := range c.attached {
+		if e.att.device == device {
 			return e
 		}
 	}
@@ -150,6 +157,12 @@ func (c *Cloud) deviceENI(device int) *eni {
 func (c *Cloud) GetRegion(ctx context.Context, _ *imds.GetRegionInput, _ ...func(*imds.Options)) (*imds.GetRegionOutput, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	c.vpc.mu.Lock()
+	terminated := c.terminated
+	c.vpc.mu.Unlock()
+	if terminated {
+		return nil, imdsUnreachable(c.instanceID, "placement/region")
 	}
 	return &imds.GetRegionOutput{Region: c.opt.Region}, nil
 }

@@ -2,7 +2,9 @@
 // EC2 (cloud.EC2) and the instance metadata service (cloud.Metadata) of
 // one instance, both answered from the same state, so cloud.NewProvider
 // runs on it exactly as on a real node. It serves unit tests, the
-// scenario engine, and the --cloud memory mode of ipamd.
+// scenario engine, and the --cloud memory mode of ipamd. New builds an
+// instance alone in its VPC; NewVPC builds a VPC many instances share
+// (VPC.Launch), for a fleet of nodes whose addresses move between them.
 //
 // The model keeps what decides ipamd's behaviour: instance-type limits
 // (ENIs, IPv4 addresses per ENI), subnets with EC2's address accounting,
@@ -21,7 +23,6 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
@@ -33,8 +34,10 @@ import (
 // IPv4 ones.
 var PrimaryIPv6Prefix = netip.MustParsePrefix("2600:1f14:a:1::/80")
 
-// VPC is the model's VPC; every subnet lies in it.
-var VPC = netip.MustParsePrefix("10.0.0.0/16")
+// VPCCIDR is the CIDR of New's VPC and the default of NewVPC's; every
+// subnet of New's instance lies in it. (It was named VPC before the VPC
+// type took the name.)
+var VPCCIDR = netip.MustParsePrefix("10.0.0.0/16")
 
 // Known lists the instance types the model knows (cloud's limits table),
 // sorted.
@@ -50,13 +53,14 @@ type Options struct {
 	// Bare starts from a freshly launched instance: only the primary ENI,
 	// without secondary addresses, in subnet 10.0.1.0/24. Without Bare
 	// the instance is prefilled: every ENI slot attached, every address
-	// assigned (see New).
+	// assigned (see New). VPC.Launch implies it.
 	Bare bool
 	// SubnetBits is the prefix length of a bare instance's subnet (16 to
 	// 28; 0 means 24). A longer one makes a small subnet, for exhaustion
-	// tests.
+	// tests. VPC.Launch refuses it: the VPC's subnet is VPCOptions'.
 	SubnetBits int
-	// Region is what IMDS reports; empty means us-west-2.
+	// Region is what IMDS reports; empty means us-west-2 (for VPC.Launch,
+	// the VPC's region; another one is refused).
 	Region string
 	// OnAttach and OnDetach are called after an attach or detach commits,
 	// outside the model's lock (they may call the model), with the ENI as
@@ -68,21 +72,22 @@ type Options struct {
 	Provider cloud.ProviderOptions
 }
 
-// Cloud is the model of one instance and its VPC. It is safe for
-// concurrent use.
+// Cloud is the model of one instance: EC2 as that instance's node calls
+// it and that instance's IMDS. Its VPC (subnets, ENIs, addresses) may be
+// shared with other instances (NewVPC). It is safe for concurrent use.
 type Cloud struct {
+	vpc        *vpc
 	opt        Options
 	typ        string
 	limits     cloud.Limits
 	instanceID string
-	sg         string // the node's security group
+	number     int    // the VPC's launch number: the MACs of its launch ENIs
+	seed       string // seeds the IDs of the instance and its launch ENIs
 	provider   cloud.Provider
 
-	mu          sync.Mutex
-	subnets     map[string]*subnet
-	enis        map[string]*eni
-	created     int // ENIs created through the API, numbering their IDs and MACs
-	attachments int // attachments made, numbering their IDs
+	// Guarded by vpc.mu.
+	attached    map[string]*eni // this instance's ENIs by ID: its IMDS and describes read only these
+	terminated  bool
 	faults      map[string]Fault
 	attachDelay time.Duration
 	calls       []Call
@@ -98,15 +103,11 @@ func New(instanceType string) (*Cloud, error) {
 	return NewWithOptions(instanceType, Options{})
 }
 
-// NewWithOptions is New with options.
+// NewWithOptions is New with options. The instance has a VPC of its own.
 func NewWithOptions(instanceType string, opt Options) (*Cloud, error) {
-	lim, ok := cloud.LimitsOf(instanceType)
-	if !ok {
-		return nil, fmt.Errorf("memory cloud: unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
-	}
-	if opt.Trunk && lim.ENIs < 2 {
-		// The primary ENI must keep its pod addresses.
-		return nil, fmt.Errorf("memory cloud: %s has %d ENI slot(s), too few for a trunk ENI", instanceType, lim.ENIs)
+	lim, err := checkType(instanceType, opt.Trunk)
+	if err != nil {
+		return nil, err
 	}
 	if opt.SubnetBits != 0 && !opt.Bare {
 		return nil, fmt.Errorf("memory cloud: SubnetBits %d given without Bare: a prefilled instance's subnets are /24s", opt.SubnetBits)
@@ -114,27 +115,39 @@ func NewWithOptions(instanceType string, opt Options) (*Cloud, error) {
 	if opt.SubnetBits == 0 {
 		opt.SubnetBits = 24
 	}
-	if opt.SubnetBits < VPC.Bits() || opt.SubnetBits > 28 {
-		return nil, fmt.Errorf("memory cloud: SubnetBits %d: EC2 subnets are /%d (the VPC) to /28", opt.SubnetBits, VPC.Bits())
+	if opt.SubnetBits < VPCCIDR.Bits() || opt.SubnetBits > 28 {
+		return nil, fmt.Errorf("memory cloud: SubnetBits %d: EC2 subnets are /%d (the VPC) to /28", opt.SubnetBits, VPCCIDR.Bits())
 	}
 	if opt.Region == "" {
-		opt.Region = "us-west-2"
+		opt.Region = defaultRegion
 	}
-	c := &Cloud{
-		opt: opt, typ: instanceType, limits: lim,
-		instanceID: "i-" + hexID(instanceType),
-		sg:         "sg-" + hexID("node security group"),
-		subnets:    map[string]*subnet{},
-		enis:       map[string]*eni{},
-		faults:     map[string]Fault{},
-	}
+	// A VPC of its own whose IDs are seeded by the type, and instance
+	// number 0: the IDs, MACs and addresses New has always given.
+	v := newVPC(VPCCIDR, opt.Region, instanceType)
+	c := v.newInstance(instanceType, lim, opt, 0, instanceType)
 	if opt.Bare {
-		c.launchBare()
+		c.launchBare(v.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, 0}), opt.SubnetBits).Masked()))
 	} else {
 		c.launchPrefilled()
 	}
+	v.instances[c.instanceID] = c
 	c.provider = cloud.NewProvider(c, c, opt.Provider)
 	return c, nil
+}
+
+const defaultRegion = "us-west-2"
+
+// checkType returns the type's limits, or why the model cannot run it.
+func checkType(instanceType string, trunk bool) (cloud.Limits, error) {
+	lim, ok := cloud.LimitsOf(instanceType)
+	if !ok {
+		return lim, fmt.Errorf("memory cloud: unknown instance type %q (known: %s)", instanceType, strings.Join(Known(), ", "))
+	}
+	if trunk && lim.ENIs < 2 {
+		// The primary ENI must keep its pod addresses.
+		return lim, fmt.Errorf("memory cloud: %s has %d ENI slot(s), too few for a trunk ENI", instanceType, lim.ENIs)
+	}
+	return lim, nil
 }
 
 // launchPrefilled builds the instance New documents.
@@ -144,17 +157,17 @@ func (c *Cloud) launchPrefilled() {
 		trunk = c.limits.ENIs - 1
 	}
 	for d := range c.limits.ENIs {
-		s := c.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 0}), 24))
+		s := c.vpc.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(d + 1), 0}), 24))
 		e := c.launchENI(d, s, s.at(10))
 		switch {
 		case d == trunk:
 			e.trunk = true
 		case d == 0:
-			e.secondary = c.prefill(s, 11)
+			e.secondary = c.prefill(s, 11, e)
 			e.v6prefixes = []netip.Prefix{PrimaryIPv6Prefix}
-			s.usedV6[PrimaryIPv6Prefix] = true
+			s.usedV6[PrimaryIPv6Prefix] = e
 		default:
-			e.secondary = c.prefill(s, 11)
+			e.secondary = c.prefill(s, 11, e)
 			e.tags[cloud.TagInstanceID] = c.instanceID
 			e.tags[cloud.TagManaged] = cloud.TagManagedValue
 		}
@@ -162,56 +175,56 @@ func (c *Cloud) launchPrefilled() {
 }
 
 // prefill assigns IPv4PerENI-1 consecutive addresses from offset first.
-func (c *Cloud) prefill(s *subnet, first int) []netip.Addr {
+func (c *Cloud) prefill(s *subnet, first int, e *eni) []netip.Addr {
 	var out []netip.Addr
 	for i := range c.limits.IPv4PerENI - 1 {
 		a := s.at(first + i)
-		s.used[a] = true
+		s.used[a] = e
 		out = append(out, a)
 	}
 	return out
 }
 
-// launchBare builds a freshly launched instance: the primary ENI with the
-// subnet's lowest free address, and the trunk ENI in device 1 if asked.
-func (c *Cloud) launchBare() {
-	s := c.addSubnet(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 1, 0}), c.opt.SubnetBits).Masked())
-	ip, _ := s.takeAddrs(1) // even a /28 has 11 free addresses
-	c.launchENI(0, s, ip[0])
+// launchBare builds a freshly launched instance in subnet s: the primary
+// ENI with the subnet's lowest free address, and the trunk ENI in device
+// 1 if asked. The caller has checked that s has the addresses.
+func (c *Cloud) launchBare(s *subnet) {
+	c.launchENI(0, s, netip.Addr{})
 	if c.opt.Trunk {
-		ip, _ := s.takeAddrs(1)
-		c.launchENI(1, s, ip[0]).trunk = true
+		c.launchENI(1, s, netip.Addr{}).trunk = true
 	}
 }
 
-// launchENI creates and attaches one of the ENIs the instance starts with,
-// taking its primary address (if the caller has not already).
+// launchENIs is how many ENIs (and primary addresses) launchBare takes.
+func (c *Cloud) launchENIs() int {
+	if c.opt.Trunk {
+		return 2
+	}
+	return 1
+}
+
+// launchENI creates and attaches one of the ENIs the instance starts with
+// (deleted when it terminates, as EC2 does for them), with the given
+// primary address or, if that is not valid, the subnet's lowest free one.
+// The MAC is 02:<number hi>:<number lo>:00:<device>:01: instance number 0
+// (New's) keeps the MACs it always had, and no two launches share one.
 func (c *Cloud) launchENI(device int, s *subnet, primary netip.Addr) *eni {
-	s.used[primary] = true
 	e := &eni{
-		id:       "eni-" + hexID(fmt.Sprintf("%s/%d", c.typ, device)),
-		mac:      fmt.Sprintf("02:00:00:00:%02x:01", device),
-		subnetID: s.id, primary: primary,
-		groups: []string{c.sg}, tags: map[string]string{},
-		att: c.newAttachment(device, true),
+		id:       "eni-" + hexID(fmt.Sprintf("%s/%d", c.seed, device)),
+		mac:      fmt.Sprintf("02:%02x:%02x:00:%02x:01", byte(c.number>>8), byte(c.number), device),
+		subnetID: s.id,
+		groups:   []string{c.vpc.sg}, tags: map[string]string{},
 	}
-	c.enis[e.id] = e
+	if primary.IsValid() {
+		s.used[primary] = e
+	} else {
+		ip, _ := s.takeAddrs(1, e) // the caller checked there is one
+		primary = ip[0]
+	}
+	e.primary = primary
+	c.vpc.addENI(e)
+	c.vpc.attach(e, c, device, true)
 	return e
-}
-
-func (c *Cloud) addSubnet(cidr netip.Prefix) *subnet {
-	s := newSubnet(cidr)
-	c.subnets[s.id] = s
-	return s
-}
-
-func (c *Cloud) newAttachment(device int, deleteOnTermination bool) *attachment {
-	c.attachments++
-	return &attachment{
-		id:                  "eni-attach-" + hexID(fmt.Sprintf("%s/attach/%d", c.typ, c.attachments)),
-		device:              device,
-		deleteOnTermination: deleteOnTermination,
-	}
 }
 
 // hexID makes an EC2-shaped resource ID suffix (17 hex digits, leading 0)

@@ -235,13 +235,16 @@ func (r *run) add(ref spec.PodRef) error {
 	p.hostVeth = cur.Interfaces[0].Name
 	if last := cur.Interfaces[len(cur.Interfaces)-1]; last.Sandbox != "" {
 		if d, err := strconv.Atoi(last.Sandbox); err == nil && d != p.device && p.vlan == 0 {
-			if r.mode == "ipv4" {
+			if r.mode == "ipv4" && !p.unpinned {
 				r.note("%s asked for device %d, ipamd gave device %d", ref.Name, p.device, d)
 			}
 			p.device = d // IPv6: every address is the primary ENI's
 		}
 	}
 	p.phase = running
+	if r.onHold != nil {
+		r.onHold(ref.Name, p, true)
+	}
 	if p.quiet {
 		return nil
 	}
@@ -275,6 +278,9 @@ func (r *run) delete(name string) error {
 		return notApplicable(name + " is not running")
 	}
 	p.phase = terminating
+	if r.onHold != nil {
+		r.onHold(name, p, false)
+	}
 	p.attempts = 0
 	r.tryDel(name, p)
 	return nil

@@ -154,6 +154,9 @@ func (r *run) forget(name string) error {
 	}
 	p.phase = deleted
 	p.forgotten = true
+	if r.onHold != nil {
+		r.onHold(name, p, false)
+	}
 	lost := r.invPod(name, p)
 	lost.Netns = "" // the runtime no longer knows it: nobody removes it
 	// Until a GC runs, nothing tells the node the sandbox is gone: its

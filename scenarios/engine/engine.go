@@ -104,6 +104,7 @@ type pod struct {
 	wantRun     bool // its ADD failed: kubelet tries the sandbox again
 	quiet       bool // a retry round reports itself in one line
 	forgotten   bool // the runtime lost its sandbox (runtime-forgets)
+	unpinned    bool // ipamd picks its ENI (a fleet's pods)
 }
 
 type run struct {
@@ -154,6 +155,9 @@ type run struct {
 	badConfig bool
 	// lost are sandboxes the runtime lost and no GC has collected yet.
 	lost []invariant.Pod
+	// onHold, when set, hears a pod start (held) or stop holding its
+	// address: a fleet indexes every address of the cluster with it.
+	onHold func(name string, p *pod, held bool)
 }
 
 // Options tune a run.
@@ -177,6 +181,9 @@ type Options struct {
 	// auditInput, when set, changes what the audit reads before it runs:
 	// tests make it disagree with the invariants.
 	auditInput func(*audit.Input)
+	// launch, when set, starts the node's instance (a fleet's nodes share
+	// one VPC); nil: an instance of its own (memory.NewWithOptions).
+	launch func(instanceType string, opt memory.Options) (*memory.Cloud, error)
 }
 
 // Run executes s in mode under pol and checks the invariants.
@@ -250,6 +257,12 @@ func hasKind(vs []invariant.Violation, k string) bool {
 }
 
 func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run, error) {
+	return newRunAt(s, mode, pol, opt, 0)
+}
+
+// newRunAt starts the node at time at of the simulated clock (a fleet's
+// nodes join later than its first).
+func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at time.Duration) (*run, error) {
 	log := opt.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -260,7 +273,7 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	}
 	r := &run{s: s, mode: mode, pol: pol, opt: opt, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
 		ckpt: filepath.Join(tmp, "aws-node", "ipam.json"), pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log,
-		fp: &failpoint.Set{}, restartAt: -1}
+		fp: &failpoint.Set{}, restartAt: -1, now: at}
 	if isBranch(mode) {
 		r.podENI = podeni.NewStatic()
 	}
@@ -268,7 +281,11 @@ func newRun(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*run
 	// hypervisor makes it; ipamd configures it.
 	copt := memory.Options{Trunk: isBranch(mode), Bare: s.Node.Start == "fresh",
 		OnAttach: func(e cloud.ENI) { r.plugENI(e) }, OnDetach: func(e cloud.ENI) { r.unplugENI(e) }}
-	if r.cloud, err = memory.NewWithOptions(s.Node.InstanceType, copt); err != nil {
+	launch := memory.NewWithOptions
+	if opt.launch != nil {
+		launch = opt.launch
+	}
+	if r.cloud, err = launch(s.Node.InstanceType, copt); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -405,7 +422,7 @@ func (r *run) startIpamd(memory string) error {
 	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
 		Placement: func(ns, name string) (int, bool) {
 			p, ok := r.pods[ns+"/"+name]
-			if !ok {
+			if !ok || p.unpinned {
 				return 0, false
 			}
 			return p.device, true

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/scenarios/invariant"
+	"github.com/vpccni/vpccni/scenarios/policy"
+	"github.com/vpccni/vpccni/scenarios/spec"
+)
+
+// Node is one node of a fleet: the same node a scenario runs (kernel
+// model, ipamd on its own socket and checkpoint, the plugin through
+// libcni, kubelet's retries), without a timeline of its own. The fleet
+// (package fleet) drives it event by event on a clock it shares with the
+// other nodes, and its instance lives in a VPC the nodes share, so an
+// address one node gives back is the next another node gets.
+type Node struct {
+	r    *run
+	name string
+}
+
+// NodeConfig describes one node of a fleet.
+type NodeConfig struct {
+	// Name is the node's name in findings and reports.
+	Name string
+	// Node is its instance type, warm pool and kubelet settings (a fleet's
+	// nodes start "fresh": the warm pool grows them).
+	Node spec.Node
+	// Mode is the pod networking mode (ipv4).
+	Mode   string
+	Policy policy.Policy
+	// Launch starts the node's instance in the fleet's VPC.
+	Launch func(instanceType string, opt memory.Options) (*memory.Cloud, error)
+	// At is when the node joins, on the fleet's clock.
+	At  time.Duration
+	Log *slog.Logger
+	// OnHold hears a pod start (held) or stop holding its address, from
+	// the ADD that gave it to the DEL that ends it (kubelet's retries of a
+	// failed ADD included, which run inside Advance).
+	OnHold func(node string, pod PodInfo, held bool)
+}
+
+// PodInfo is a pod as the fleet sees it.
+type PodInfo struct {
+	Name     string
+	IP       netip.Addr
+	Device   int
+	HostVeth string
+}
+
+// NewNode starts a node: its instance, its namespace, ipamd.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Mode != "ipv4" {
+		return nil, fmt.Errorf("node %s: mode %q: a fleet runs ipv4 nodes (an IPv6 node's addresses come from its own prefix, so no address moves between nodes)", cfg.Name, cfg.Mode)
+	}
+	if cfg.Launch == nil {
+		return nil, fmt.Errorf("node %s: no VPC to launch its instance in", cfg.Name)
+	}
+	n := cfg.Node
+	n.Start = "fresh"
+	s := &spec.Scenario{Name: cfg.Name, Modes: []string{cfg.Mode}, Node: n}
+	r, err := newRunAt(s, cfg.Mode, cfg.Policy, Options{Log: cfg.Log, Quiet: true, Tolerant: true, launch: cfg.Launch}, cfg.At)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
+	}
+	node := &Node{r: r, name: cfg.Name}
+	if cfg.OnHold != nil {
+		r.onHold = func(name string, p *pod, held bool) { cfg.OnHold(cfg.Name, node.info(name, p), held) }
+	}
+	return node, nil
+}
+
+func (n *Node) info(name string, p *pod) PodInfo {
+	return PodInfo{Name: name, IP: p.ip, Device: p.device, HostVeth: p.hostVeth}
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.name }
+
+// InstanceID is its instance's.
+func (n *Node) InstanceID() string { return n.r.cloud.InstanceID() }
+
+// Cloud is the node's instance's EC2 and IMDS.
+func (n *Node) Cloud() *memory.Cloud { return n.r.cloud }
+
+// Kernel is the node namespace.
+func (n *Node) Kernel() kernel.API { return n.r.node }
+
+// Now is the node's clock.
+func (n *Node) Now() time.Duration { return n.r.now }
+
+// IpamdUp reports whether aws-node runs.
+func (n *Node) IpamdUp() bool { return n.r.ipamd != nil }
+
+// Add runs a new pod's sandbox. A failed ADD is kubelet's to retry (on
+// ipamd's ticks); it is not an error of the fleet.
+func (n *Node) Add(name string) error {
+	if _, ok := n.r.pods[name]; ok {
+		return fmt.Errorf("node %s: pod %s exists", n.name, name)
+	}
+	ns, pn, ok := strings.Cut(name, "/")
+	if !ok {
+		return fmt.Errorf("node %s: pod name %q is not namespace/name", n.name, name)
+	}
+	n.r.pods[name] = &pod{spec: spec.Pod{Name: name}, ns: ns, name: pn, unpinned: true}
+	return n.step("add "+name, spec.Event{Add: []spec.PodRef{{Name: name}}})
+}
+
+// Delete has kubelet delete a pod (a DEL, retried with back-off).
+func (n *Node) Delete(name string) error {
+	return n.step("delete "+name, spec.Event{Delete: []string{name}})
+}
+
+// Evict is the autoscaler evicting aws-node.
+func (n *Node) Evict() error { return n.step("evict aws-node", spec.Event{Evict: "aws-node"}) }
+
+// CancelEviction starts aws-node again, its checkpoint as memory says
+// (kept, lost, corrupt).
+func (n *Node) CancelEviction(memory string) error {
+	return n.step("cancel eviction", spec.Event{CancelEviction: "aws-node", Memory: memory})
+}
+
+// Restart is ipamd crashing and restarting with its checkpoint as memory
+// says.
+func (n *Node) Restart(memory string) error {
+	return n.step("ipamd restarts", spec.Event{Restart: "ipamd", Memory: memory})
+}
+
+func (n *Node) step(what string, ev spec.Event) error {
+	err := n.r.event(ev)
+	var na inapplicable
+	if err != nil && !errors.As(err, &na) { // (a delete of a pod already gone: nothing to do)
+		return fmt.Errorf("node %s: %s: %w", n.name, what, err)
+	}
+	n.r.watchIpamd()
+	n.r.stepCheck(what)
+	return nil
+}
+
+// Advance moves the node's clock to t: kubelet's retries and ipamd's
+// loops that fall due meanwhile run.
+func (n *Node) Advance(t time.Duration) {
+	if t > n.r.now {
+		n.r.advance(t)
+	}
+}
+
+// Finish lets the node settle as a scenario's end does: kubelet's retries,
+// then ipamd's reconciler passes.
+func (n *Node) Finish() { n.r.finish() }
+
+// Running lists the pods that hold their address, by name.
+func (n *Node) Running() []PodInfo {
+	var out []PodInfo
+	for name, p := range n.r.pods {
+		if p.phase == running {
+			out = append(out, n.info(name, p))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Pods is how many pods the node has that are not gone: running, being
+// deleted, or waiting for kubelet to run them again.
+func (n *Node) Pods() int {
+	c := 0
+	for _, p := range n.r.pods {
+		if p.phase == running || p.phase == terminating || p.wantRun {
+			c++
+		}
+	}
+	return c
+}
+
+// Calls counts the plugin's invocations by CNI command.
+func (n *Node) Calls() map[string]int { return n.r.exec.calls }
+
+// Check runs the node's invariants on its current state, remote being the
+// addresses pods on other nodes hold: the objects of deleted pods, ipamd's
+// allocations against the live pods, routing to and from the live pods
+// (to every remote address by the kernel's own lookups). Mid-run, a pod
+// being deleted or an ipamd evicted is a state on its way somewhere:
+// the caller judges what persists.
+func (n *Node) Check(remote map[netip.Addr]string) ([]invariant.Violation, error) {
+	n.r.remote = remote
+	defer func() { n.r.remote = map[netip.Addr]string{} }()
+	vs, err := invariant.Check(n.r.world())
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.name, err)
+	}
+	return vs, nil
+}
+
+// StepFindings are what the invariants that run after every step (an
+// address held twice, released with its objects still there) found since
+// the last call.
+func (n *Node) StepFindings() []invariant.Violation {
+	vs := n.r.steps1.found
+	n.r.steps1.found = nil
+	return vs
+}
+
+// Snapshot is the node's kernel, one object per line, for a report.
+func (n *Node) Snapshot() []string { return snapshotLines(n.r.node) }
+
+// Close stops ipamd and removes the node's scratch directory; the
+// fleet terminates its instance.
+func (n *Node) Close() { n.r.close() }

@@ -1,0 +1,252 @@
+package fleet
+
+import (
+	"container/heap"
+	"time"
+)
+
+// kind of a timed action.
+type kind int
+
+const (
+	createPod kind = iota
+	deletePod
+	startDrain
+	endDrain
+	restartIpamd
+	sweep
+)
+
+type action struct {
+	at   time.Duration
+	kind kind
+	node string // endDrain: the node
+	seq  int    // ties in order of scheduling: runs are reproducible
+}
+
+type queue []action
+
+func (q queue) Len() int { return len(q) }
+func (q queue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(action)) }
+func (q *queue) Pop() any {
+	old := *q
+	a := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return a
+}
+
+// sweepEvery is how often every node is checked in full.
+const sweepEvery = time.Hour
+
+// loop runs the fleet's actions in time order until its duration: each
+// a Poisson process of its rate per hour, drawn from the seed.
+func (w *World) loop() error {
+	q := &queue{}
+	seq := 0
+	push := func(a action) {
+		seq++
+		a.seq = seq
+		heap.Push(q, a)
+	}
+	next := func(k kind, perHour int) {
+		if perHour <= 0 {
+			return
+		}
+		gap := time.Duration(w.rng.ExpFloat64() / float64(perHour) * float64(time.Hour))
+		push(action{at: w.now + max(gap, time.Millisecond), kind: k})
+	}
+	f := w.f
+	next(createPod, f.Pods.CreatePerHour)
+	next(deletePod, f.Pods.DeletePerHour)
+	next(startDrain, f.Drains.PerHour)
+	next(restartIpamd, f.Faults.IpamdRestartsPerHour)
+	for t := sweepEvery; t < f.Duration.Duration; t += sweepEvery {
+		push(action{at: t, kind: sweep})
+	}
+	for q.Len() > 0 {
+		a := heap.Pop(q).(action)
+		if a.at > f.Duration.Duration {
+			break
+		}
+		w.advance(a.at)
+		var err error
+		switch a.kind {
+		case createPod:
+			err = w.createPod()
+			next(createPod, f.Pods.CreatePerHour)
+		case deletePod:
+			err = w.deleteRandomPod()
+			next(deletePod, f.Pods.DeletePerHour)
+		case startDrain:
+			// No drain starts that could not end before the fleet does.
+			if w.now+f.Drains.Takes.Duration < f.Duration.Duration {
+				var n string
+				if n, err = w.startDrain(); n != "" {
+					push(action{at: w.now + f.Drains.Takes.Duration, kind: endDrain, node: n})
+				}
+			}
+			next(startDrain, f.Drains.PerHour)
+		case endDrain:
+			err = w.endDrain(a.node)
+		case restartIpamd:
+			err = w.restartRandomIpamd()
+			next(restartIpamd, f.Faults.IpamdRestartsPerHour)
+		case sweep:
+			err = w.sweep(false)
+		}
+		if err != nil {
+			return err
+		}
+		w.afterEvent()
+	}
+	w.advance(f.Duration.Duration)
+	return nil
+}
+
+// advance moves every node's clock to t, one after the other: nodes only
+// meet in EC2, whose calls within one step of the clock have no order a
+// pod could see.
+func (w *World) advance(t time.Duration) {
+	w.now = t
+	for _, n := range w.nodes {
+		n.Advance(t)
+	}
+	w.afterEvent()
+	if w.opt.Progress != nil {
+		w.opt.Progress(t, w.f.Duration.Duration)
+	}
+}
+
+// afterEvent runs the checks of what an event touched.
+func (w *World) afterEvent() {
+	if w.opt.Break != nil {
+		w.opt.Break(w)
+	}
+	w.checkTouched()
+}
+
+// drainTarget picks a node to drain: any not draining, as long as
+// another node stays to take its pods.
+func (w *World) drainTarget() *node {
+	var cands []*node
+	for _, n := range w.nodes {
+		if !n.draining {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) < 2 {
+		return nil
+	}
+	return cands[w.rng.IntN(len(cands))]
+}
+
+// startDrain is cluster-autoscaler scaling a node down: aws-node evicted
+// first when misconfigured, then every pod, each recreated elsewhere.
+func (w *World) startDrain() (string, error) {
+	n := w.drainTarget()
+	if n == nil {
+		return "", nil
+	}
+	w.res.Drains++
+	n.draining = true
+	n.log(w.now, "autoscaler drains the node")
+	if w.f.Drains.EvictAwsNodeFirst {
+		if err := n.Evict(); err != nil {
+			return "", err
+		}
+	}
+	for _, p := range n.Running() {
+		if err := n.Delete(p.Name); err != nil {
+			return "", err
+		}
+		if err := w.createPod(); err != nil {
+			return "", err
+		}
+	}
+	return n.Name(), nil
+}
+
+// endDrain cancels the scale-down (aws-node comes back) for
+// cancelPercent of the drains, or terminates the node's instance and
+// launches a new node in its group.
+func (w *World) endDrain(name string) error {
+	n := w.node(name)
+	if n == nil {
+		return nil
+	}
+	if w.rng.IntN(100) < w.f.Drains.CancelPercent {
+		n.log(w.now, "autoscaler cancels the scale-down")
+		n.draining = false
+		if !n.IpamdUp() {
+			return n.CancelEviction(w.f.Drains.Memory)
+		}
+		return nil
+	}
+	return w.terminate(n)
+}
+
+// terminate ends a node's instance: its pods go with it, EC2 deletes the
+// ENIs marked DeleteOnTermination and keeps the others; a new node of
+// its group joins.
+func (w *World) terminate(n *node) error {
+	n.log(w.now, "instance terminated")
+	for a, h := range w.index {
+		if h.node == n.Name() {
+			delete(w.index, a)
+		}
+	}
+	for k, v := range n.Calls() {
+		w.calls[k] += v
+	}
+	n.Close()
+	if err := w.vpc.Terminate(n.InstanceID()); err != nil {
+		return err
+	}
+	w.terminated[n.InstanceID()] = w.now
+	for i, o := range w.nodes {
+		if o == n {
+			w.nodes = append(w.nodes[:i], w.nodes[i+1:]...)
+			break
+		}
+	}
+	_, err := w.launch(n.group)
+	return err
+}
+
+func (w *World) restartRandomIpamd() error {
+	var cands []*node
+	for _, n := range w.nodes {
+		if n.IpamdUp() {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	n := cands[w.rng.IntN(len(cands))]
+	n.log(w.now, "ipamd crashes, checkpoint %s", w.f.Faults.Memory)
+	return n.Restart(w.f.Faults.Memory)
+}
+
+// end lets every node settle (kubelet's retries, ipamd's reconciler) and
+// checks everything once more.
+func (w *World) end() error {
+	for _, n := range w.nodes {
+		n.Finish()
+		w.now = max(w.now, n.Now())
+	}
+	w.advance(w.now)
+	for _, n := range w.nodes {
+		for k, v := range n.Calls() {
+			w.calls[k] += v
+		}
+	}
+	return w.sweep(true)
+}

@@ -1,0 +1,64 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+const goodFleet = `
+name: f
+seed: 1
+duration: 1h
+nodeGroups:
+  - name: ng
+    nodes: 2
+    node: {warmPool: {warmIPTarget: 2}}
+pods: {perNode: 3}
+drains: {perHour: 2}
+expect: {default: [clean], ref-v1.11: [misroute, leak]}
+`
+
+func TestParseFleet(t *testing.T) {
+	f, err := ParseFleet([]byte(goodFleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.NodeGroups[0].Node
+	if g.InstanceType != "m5.large" || g.Start != "fresh" || g.KubeletRetries != 5 || f.Drains.Takes.Duration == 0 || f.Drains.Memory != "kept" {
+		t.Fatalf("defaults not applied: %+v %+v", g, f.Drains)
+	}
+	if p := f.Policies(); p[0] != "default" || len(p) != 2 {
+		t.Fatalf("policies %v: want default first", p)
+	}
+}
+
+// Every malformed fleet is refused with a message naming what is wrong.
+func TestParseFleetRefuses(t *testing.T) {
+	for _, c := range []struct{ from, to, want string }{
+		{"name: f", "name: ''", "name is missing"},
+		{"duration: 1h", "duration: 0s", "duration is missing"},
+		{"duration: 1h", "duration: 25h", "not between 0 and 24h"},
+		{"nodes: 2", "nodes: 0", "nodes 0 is not between"},
+		{"nodes: 2", "nodes: 1", "drains need at least two nodes"},
+		{"- name: ng", "- name: NG", "want a unique lower-case name"},
+		{"node: {warmPool: {warmIPTarget: 2}}", "node: {}", "warmPool is required"},
+		{"node: {warmPool: {warmIPTarget: 2}}", "node: {start: full, warmPool: {warmIPTarget: 2}}", "start fresh"},
+		{"perHour: 2}", "perHour: 2, cancelPercent: 101}", "cancelPercent 101"},
+		{"perHour: 2}", "perHour: 2, memory: gone}", `drains.memory "gone"`},
+		{"perHour: 2}", "perHour: 2, takes: 2h}", "not shorter than the duration"},
+		{"[clean]", "[clean, leak]", "want [clean] or kinds"},
+		{"[misroute, leak]", "[sideways]", `"sideways"`},
+		{"pods: {perNode: 3}", "pods: {perNode: 3, bogus: 1}", "unknown field"},
+		{"expect: {default: [clean], ref-v1.11: [misroute, leak]}", "expect: {}", "expect is empty"},
+		{"seed: 1", "seed: 1\ntimeline: [{settle: {}}]", "single-node scenario"},
+	} {
+		in := strings.Replace(goodFleet, c.from, c.to, 1)
+		if in == goodFleet {
+			t.Fatalf("case %q does not change the fleet", c.from)
+		}
+		_, err := ParseFleet([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s -> %s: got %v, want an error with %q", c.from, c.to, err, c.want)
+		}
+	}
+}
