@@ -35,6 +35,8 @@ type Options struct {
 	Workers        int // default GOMAXPROCS
 	// Progress, when set, is told after each schedule.
 	Progress func(done, total int)
+	// Shard runs only the shard's schedules (their Index kept).
+	Shard Shard
 }
 
 // Schedule is one point of the fault space.
@@ -53,6 +55,8 @@ func (s Schedule) String() string {
 
 // Outcome is a schedule's verdict: "clean" or the most serious kind.
 type Outcome struct {
+	// Index is the schedule's place in the enumeration (Enumerate).
+	Index int `json:"index"`
 	Schedule
 	Verdict    string                `json:"verdict"`
 	Violations []invariant.Violation `json:"violations,omitempty"`
@@ -66,6 +70,7 @@ type Report struct {
 	Template  string    `json:"template"`
 	Schedules int       `json:"schedules"`
 	Outcomes  []Outcome `json:"outcomes"`
+	Shard     *Shard    `json:"shard,omitempty"`
 }
 
 func (o *Options) defaults(t *spec.Scenario) {
@@ -127,7 +132,16 @@ func Enumerate(t *spec.Scenario, opt Options) ([]Schedule, error) {
 // outcomes in the schedules' order.
 func Run(t *spec.Scenario, scheds []Schedule, opt Options) (*Report, error) {
 	opt.defaults(t)
-	rep := &Report{Template: t.Name, Schedules: len(scheds), Outcomes: make([]Outcome, len(scheds))}
+	var owned []int
+	for i := range scheds {
+		if opt.Shard.Owns(i) {
+			owned = append(owned, i)
+		}
+	}
+	rep := &Report{Template: t.Name, Schedules: len(owned), Outcomes: make([]Outcome, len(owned))}
+	if opt.Shard.on() {
+		rep.Shard = &opt.Shard
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var next, done atomic.Int64
@@ -137,18 +151,20 @@ func Run(t *spec.Scenario, scheds []Schedule, opt Options) (*Report, error) {
 	for range opt.Workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(scheds) {
+				j := int(next.Add(1) - 1)
+				if j >= len(owned) {
 					return
 				}
+				i := owned[j]
 				o, err := RunOne(t, scheds[i])
+				o.Index = i
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("%s: %w", scheds[i], err); cancel() })
 					return
 				}
-				rep.Outcomes[i] = o
+				rep.Outcomes[j] = o
 				if opt.Progress != nil {
-					opt.Progress(int(done.Add(1)), len(scheds))
+					opt.Progress(int(done.Add(1)), len(owned))
 				}
 			}
 		})

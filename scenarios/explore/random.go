@@ -33,6 +33,9 @@ type RandomOptions struct {
 	// under way finish): enough for a mutant run, which only asks
 	// whether anything is found.
 	StopAtFirst bool
+	// Shard runs only the shard's schedules (a bound by Schedules only:
+	// a time bound would make the shards' union depend on the machines).
+	Shard Shard
 }
 
 // RandomOutcome is one generated schedule's verdict.
@@ -50,8 +53,14 @@ type RandomOutcome struct {
 
 // RandomReport is a randomized exploration's result.
 type RandomReport struct {
-	Seed      uint64          `json:"seed"`
+	Seed uint64 `json:"seed"`
+	// Schedules is how many ran (a shard's own); Of the run's bound, all
+	// shards together.
 	Schedules int             `json:"schedules"`
+	Of        int             `json:"of,omitempty"`
+	Modes     []string        `json:"modes,omitempty"`
+	Policies  []string        `json:"policies,omitempty"`
+	Shard     *Shard          `json:"shard,omitempty"`
 	Took      time.Duration   `json:"took"`
 	Matrix    Matrix          `json:"matrix"`
 	Failures  []RandomOutcome `json:"failures"`
@@ -102,6 +111,9 @@ func RunRandom(opt RandomOptions) (*RandomReport, error) {
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
+	if opt.Shard.on() && (opt.Duration > 0 || opt.StopAtFirst) {
+		return nil, fmt.Errorf("a sharded exploration is bounded by a number of schedules only")
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	if opt.Duration > 0 {
@@ -110,14 +122,17 @@ func RunRandom(opt RandomOptions) (*RandomReport, error) {
 		defer cancel()
 	}
 	start := time.Now()
-	rep := &RandomReport{Seed: opt.Seed, Matrix: Matrix{}}
+	rep := &RandomReport{Seed: opt.Seed, Of: opt.Schedules, Modes: opt.Modes, Policies: opt.Policies, Matrix: Matrix{}}
+	if opt.Shard.on() {
+		rep.Shard = &opt.Shard
+	}
 	var mu sync.Mutex
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	for range opt.Workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
+				i := opt.Shard.index(int(next.Add(1) - 1))
 				if opt.Schedules > 0 && i >= opt.Schedules {
 					return
 				}

@@ -46,6 +46,13 @@ Flags:
   --no-shrink           count only; write no counterexamples
   --json FILE           write every outcome as JSON ("-": stdout, which then
                         carries only the JSON)
+  --shard K/N           run only the schedules whose index is K-1 modulo N,
+                        for running one exploration on N machines (with
+                        --random, bounded by --schedules only); their --json
+                        files combine with 'replay merge' into exactly the
+                        unsharded result; K may be the word job: a
+                        Kubernetes Indexed Job's JOB_COMPLETION_INDEX plus
+                        one (deploy/explore/explore-job.yaml)
 
 --random generates timelines instead of enumerating one template's
 single faults: from a seed, each schedule is a node (sometimes with
@@ -107,8 +114,17 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	seed := fs.String("seed", "", "")
 	schedules := fs.Int("schedules", 0, "")
 	forDur := fs.Duration("for", 0, "")
+	shardFlag := fs.String("shard", "", "")
 	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, exploreUsage) }, stdout, stderr); !ok {
 		return code
+	}
+	var shard explore.Shard
+	if *shardFlag != "" {
+		var err error
+		if shard, err = parseShard(*shardFlag); err != nil {
+			fmt.Fprintln(stderr, "replay explore: --shard:", err)
+			return exitUsage
+		}
 	}
 	if *random {
 		if *actions != "" || *memories != "" || *maxOcc != 0 || fs.NArg() != 0 {
@@ -116,7 +132,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return runRandom(randomFlags{seed: *seed, schedules: *schedules, duration: *forDur, modes: list(*modes),
-			policies: list(*pols), workers: *workers, out: *out, noShrink: *noShrink, json: *jsonOut}, stdout, stderr)
+			policies: list(*pols), workers: *workers, out: *out, noShrink: *noShrink, json: *jsonOut, shard: shard}, stdout, stderr)
 	}
 	if *seed != "" || *schedules != 0 || *forDur != 0 {
 		fmt.Fprintln(stderr, "replay explore: --seed, --schedules and --for go with --random")
@@ -131,7 +147,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "replay:", err)
 		return exitUsage
 	}
-	opt := explore.Options{Modes: list(*modes), Policies: list(*pols), Memories: list(*memories), MaxOccurrences: *maxOcc, Workers: *workers}
+	opt := explore.Options{Modes: list(*modes), Policies: list(*pols), Memories: list(*memories), MaxOccurrences: *maxOcc, Workers: *workers, Shard: shard}
 	for _, a := range list(*actions) {
 		if !slices.Contains(failpoint.Actions, failpoint.Action(a)) {
 			fmt.Fprintf(stderr, "replay explore: --action %q: want crash, error or hang\n", a)
@@ -174,7 +190,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	}
 	took := time.Since(start)
 	printMatrix(text, rep.Matrix())
-	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s)\n", len(scheds), took.Round(time.Millisecond), float64(len(scheds))/took.Seconds())
+	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s)%s\n", rep.Schedules, took.Round(time.Millisecond), float64(rep.Schedules)/took.Seconds(), shardNote(rep.Shard, len(scheds)))
 	if !*noShrink {
 		for _, o := range rep.Failures() {
 			f, err := explore.Shrink(t, o)

@@ -37,6 +37,7 @@ Usage:
   replay explore --random [flags]    generated compound-fault timelines
   replay journal [flags] FILE...     (replay journal --help)
   replay fleet [flags] FILE          many nodes in one VPC (replay fleet --help)
+  replay merge [--json FILE] SHARD.json...   the shards of 'replay explore --shard K/N'
   replay failpoints
 
 Each scenario file describes a node, its pods and a timeline (add, delete,
@@ -107,6 +108,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runJournal(args[1:], stdout, stderr)
 	case "fleet":
 		return runFleet(args[1:], stdout, stderr)
+	case "merge":
+		return runMerge(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "replay: unknown command %q (try: replay run FILE...; replay explore TEMPLATE; replay journal FILE...; replay --help)\n", args[0])
 	return exitUsage

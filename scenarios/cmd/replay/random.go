@@ -25,6 +25,7 @@ type randomFlags struct {
 	workers         int
 	out, json       string
 	noShrink        bool
+	shard           explore.Shard
 }
 
 // defaultSchedules bounds a --random run given neither --schedules nor
@@ -32,7 +33,7 @@ type randomFlags struct {
 const defaultSchedules = 2000
 
 func runRandom(f randomFlags, stdout, stderr io.Writer) int {
-	opt := explore.RandomOptions{Schedules: f.schedules, Duration: f.duration, Modes: f.modes, Policies: f.policies, Workers: f.workers}
+	opt := explore.RandomOptions{Schedules: f.schedules, Duration: f.duration, Modes: f.modes, Policies: f.policies, Workers: f.workers, Shard: f.shard}
 	switch {
 	case f.seed == "":
 		opt.Seed = uint64(time.Now().UnixNano())
@@ -46,6 +47,10 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 	}
 	if f.schedules < 0 || f.duration < 0 {
 		fmt.Fprintln(stderr, "replay explore: --schedules and --for must not be negative")
+		return exitUsage
+	}
+	if f.shard.N > 0 && f.duration > 0 {
+		fmt.Fprintln(stderr, "replay explore: --shard needs --schedules, not --for: the shards of a timed run would depend on each machine's speed")
 		return exitUsage
 	}
 	if f.schedules == 0 && f.duration == 0 {
@@ -78,7 +83,7 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	printMatrix(text, rep.Matrix)
-	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s), seed %d\n", rep.Schedules, rep.Took.Round(time.Millisecond), rep.PerSecond(), rep.Seed)
+	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s), seed %d%s\n", rep.Schedules, rep.Took.Round(time.Millisecond), rep.PerSecond(), rep.Seed, shardNote(rep.Shard, rep.Of))
 	for _, o := range rep.Failures {
 		if o.Error != "" {
 			// The engine could not run a generated schedule: the harness's
