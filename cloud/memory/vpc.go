@@ -157,6 +157,9 @@ func NewVPC(opt VPCOptions) (*VPC, error) {
 	return &VPC{v: v, subnet: s}, nil
 }
 
+// CIDR is the VPC's IPv4 block.
+func (p *VPC) CIDR() netip.Prefix { return p.v.cidr }
+
 // maxLaunches bounds the launch number, which fills two bytes of the MAC.
 const maxLaunches = 1<<16 - 1
 

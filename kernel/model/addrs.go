@@ -267,7 +267,7 @@ func (n *netns) dropPrefsrc(a kernel.Addr, linkGone bool) {
 // (IPv4: same address and prefix length; IPv6: same address), EACCES for
 // IPv6 on a link with disable_ipv6 set.
 func (h *handle) AddrAdd(linkIndex int, addr *net.IPNet) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		l, ok := n.links[linkIndex]
 		if !ok {
 			return noIndex(linkIndex)
@@ -293,7 +293,7 @@ func (h *handle) AddrAdd(linkIndex int, addr *net.IPNet) error {
 // AddrDel deletes an address by address and prefix length; EADDRNOTAVAIL
 // when the link has no such address, ENODEV when there is no such link.
 func (h *handle) AddrDel(linkIndex int, addr *net.IPNet) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		if _, ok := n.links[linkIndex]; !ok {
 			return noIndex(linkIndex)
 		}
@@ -333,7 +333,7 @@ func (h *handle) AddrList(linkIndex int, family kernel.Family) (out []kernel.Add
 // missing link; EINVAL for IPv6 on a link with IPv6 disabled. On lo an
 // IPv4 entry is 0.0.0.0's, as in Linux.
 func (h *handle) NeighSet(nb kernel.Neigh) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		l, ok := n.links[nb.LinkIndex]
 		if !ok {
 			return noIndex(nb.LinkIndex)

@@ -31,6 +31,17 @@ func (h *handle) with(fn func(n *netns) error) error {
 	return fn(h.n)
 }
 
+// change runs fn, which changes the namespace, under the machine's lock,
+// and counts the change (Kernel.Generation): a caller that watches many
+// machines re-reads only the ones that changed. A failed change counts
+// too; counting one too many only costs the watcher a re-read.
+func (h *handle) change(fn func(n *netns) error) error {
+	return h.with(func(n *netns) error {
+		h.k.gen++
+		return fn(n)
+	})
+}
+
 // Close releases the handle; the namespace stays.
 func (h *handle) Close() error {
 	h.k.mu.Lock()

@@ -142,7 +142,7 @@ func (h *handle) AddVeth(s kernel.VethSpec) error {
 		}
 		peer = ph
 	}
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		pn := n
 		if peer != nil {
 			if peer.closed {
@@ -197,7 +197,7 @@ func (h *handle) AddVeth(s kernel.VethSpec) error {
 // for a missing parent, ERANGE for an id outside 0-4094, EEXIST for a
 // second link with the same id on the parent, EOPNOTSUPP on loopback.
 func (h *handle) AddVlan(s kernel.VlanSpec) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		p, ok := n.links[s.ParentIndex]
 		if !ok {
 			return noIndex(s.ParentIndex)
@@ -230,7 +230,7 @@ func (h *handle) AddVlan(s kernel.VlanSpec) error {
 }
 
 func (h *handle) AddBridge(name string, mtu int) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		if err := n.checkNewName(name); err != nil {
 			return err
 		}
@@ -248,7 +248,7 @@ func (h *handle) AddBridge(name string, mtu int) error {
 // LinkDel deletes a link and what depends on it; lo cannot be deleted
 // (EOPNOTSUPP, as Linux answers).
 func (h *handle) LinkDel(name string) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		l := n.byName(name)
 		if l == nil {
 			return noLink(name)
@@ -263,7 +263,7 @@ func (h *handle) LinkDel(name string) error {
 
 // LinkDelIndex is LinkDel by ifindex.
 func (h *handle) LinkDelIndex(index int) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		for _, l := range n.links {
 			if l.Index != index {
 				continue
@@ -281,7 +281,7 @@ func (h *handle) LinkDelIndex(index int) error {
 // LinkSetMTU sets one link's MTU within the bounds Linux checks: 68 to
 // 65535, and a VLAN no higher than its parent's.
 func (h *handle) LinkSetMTU(name string, mtu int) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		l := n.byName(name)
 		if l == nil {
 			return noLink(name)
@@ -303,7 +303,7 @@ func (h *handle) LinkSetMTU(name string, mtu int) error {
 // link it adds the connected routes of the addresses it already has, which
 // Linux only installs on a link that is up.
 func (h *handle) LinkSetUp(name string) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		l := n.byName(name)
 		if l == nil {
 			return noLink(name)

@@ -56,6 +56,16 @@ type Kernel struct {
 	mu     sync.Mutex
 	ns     map[string]*netns
 	macSeq uint32
+	gen    uint64 // changes made so far (Generation)
+}
+
+// Generation counts the changes made to the machine: two reads of it
+// that agree mean nothing (link, address, route, rule, neighbour,
+// sysctl, namespace) changed in between.
+func (k *Kernel) Generation() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gen
 }
 
 type netns struct {
@@ -117,6 +127,7 @@ func New() *Kernel { return &Kernel{ns: map[string]*netns{}} }
 func (k *Kernel) AddNamespace(path string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	if path == "" {
 		return fmt.Errorf("namespace path is empty: %w", syscall.EINVAL)
 	}
@@ -145,6 +156,7 @@ func (k *Kernel) AddNamespace(path string) error {
 func (k *Kernel) DeleteNamespace(path string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	n, ok := k.ns[path]
 	if !ok {
 		return fmt.Errorf("namespace %s: %w", path, kernel.ErrNamespaceGone)
@@ -211,6 +223,7 @@ func (o opener) Open(path string) (kernel.API, error) {
 func (k *Kernel) AddDevice(nsPath, name string, mtu int, mac net.HardwareAddr) (int, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.gen++
 	n, ok := k.ns[nsPath]
 	if !ok {
 		return 0, fmt.Errorf("namespace %s: %w", nsPath, kernel.ErrNamespaceGone)
@@ -235,7 +248,7 @@ func (k *Kernel) AddDevice(nsPath, name string, mtu int, mac net.HardwareAddr) (
 func (k *Kernel) Clone() *Kernel {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	c := &Kernel{ns: make(map[string]*netns, len(k.ns)), macSeq: k.macSeq}
+	c := &Kernel{ns: make(map[string]*netns, len(k.ns)), macSeq: k.macSeq, gen: k.gen}
 	remap := make(map[*netns]*netns, len(k.ns))
 	for p, n := range k.ns {
 		m := &netns{path: n.path, links: make(map[int]*link, len(n.links)), nextIndex: n.nextIndex,

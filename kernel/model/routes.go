@@ -182,7 +182,7 @@ func (h *handle) addRoute(r kernel.Route, replace bool) error {
 	if err != nil {
 		return err
 	}
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		n.tables[table{r.Family, r.Table}] = true // Linux creates the table before it checks the route
 		hostGw := false
 		if r.Family == kernel.FamilyV4 {
@@ -224,7 +224,7 @@ func (h *handle) RouteDel(r kernel.Route) error {
 	if err != nil {
 		return err
 	}
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		var cand []int
 		for i, e := range n.routes {
 			if e.Table == r.Table && e.Family == r.Family && sameNet(e.Dst, r.Dst) {

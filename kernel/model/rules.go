@@ -84,7 +84,7 @@ func (h *handle) RuleAdd(r kernel.Rule) error {
 	if err != nil {
 		return err
 	}
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		if r.Priority == 0 {
 			r.Priority = n.defaultPref(r.Family)
 		}
@@ -127,7 +127,7 @@ func (h *handle) RuleDel(r kernel.Rule) error {
 	if err != nil {
 		return err
 	}
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		for i, e := range n.rules {
 			if e.Family != r.Family || (r.Priority != 0 && e.Priority != r.Priority) || (r.Table != 0 && e.Table != r.Table) ||
 				(r.Src != nil && !sameNet(e.Src, r.Src)) || (r.Dst != nil && !sameNet(e.Dst, r.Dst)) ||

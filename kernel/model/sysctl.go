@@ -272,7 +272,7 @@ func (h *handle) SysctlGet(key string) (v string, err error) {
 // disabling IPv6 on an interface drops its IPv6 addresses, routes and
 // neighbours.
 func (h *handle) SysctlSet(key, value string) error {
-	return h.with(func(n *netns) error {
+	return h.change(func(n *netns) error {
 		k, err := n.resolve(key)
 		if err != nil {
 			return err

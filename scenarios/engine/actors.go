@@ -179,7 +179,7 @@ func (r *run) add(ref spec.PodRef) error {
 		if !r.moveAway(old.ip) {
 			return nil
 		}
-		r.remote[old.ip] = ref.Name
+		r.remote[old.ip] = ref.Name + " on another node"
 		r.note("%s on node %s now holds %s (was %s's)", ref.Name, ref.Node, old.ip, ref.ReuseIPOf)
 		return nil
 	}

@@ -200,6 +200,24 @@ func (n *Node) Check(remote map[netip.Addr]string) ([]invariant.Violation, error
 	return vs, nil
 }
 
+// Generation counts the changes made to the node's kernel (every
+// namespace of it): equal readings mean its routing is as it was.
+func (n *Node) Generation() uint64 { return n.r.kern.Generation() }
+
+// CheckRouting checks the routing of the named running pods by the node
+// kernel's own lookups (invariant.CheckRouting): traffic to each goes to
+// its veth, and from each to every address of remote leaves by its own
+// ENI. Names of pods not running are ignored.
+func (n *Node) CheckRouting(pods []string, remote map[netip.Addr]string) []invariant.Violation {
+	w := invariant.World{Node: n.r.node, Remote: remote, ENILink: eniLink}
+	for _, name := range pods {
+		if p, ok := n.r.pods[name]; ok && p.phase == running {
+			w.Live = append(w.Live, n.r.invPod(name, p))
+		}
+	}
+	return invariant.CheckRouting(w)
+}
+
 // StepFindings are what the invariants that run after every step (an
 // address held twice, released with its objects still there) found since
 // the last call.

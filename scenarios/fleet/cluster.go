@@ -2,14 +2,12 @@ package fleet
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
-	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 )
 
@@ -21,18 +19,23 @@ const Stranded = "STRANDED"
 // is stranded (the time a cleanup job is given to delete it).
 const strandWindow = 10 * time.Minute
 
-// eniLink names the node link of ENI device d, as on an instance.
-func eniLink(device int) string { return fmt.Sprintf("eth%d", device) }
-
 // checkTouched runs after every event: the address index already caught
-// an address held twice (onHold); here every pod that started holding an
-// address is reached, by each node kernel's own route lookup, from its
-// own node (to its veth) and from every other node (out of the sending
-// pod's own ENI: a rule leaked for its address on that node sends it out
-// of another, where the VPC drops it). Each node sends from one running
-// pod per ENI device, the lowest by name. Step invariants' findings of
-// every node are collected too.
-func (w *World) checkTouched() {
+// an address held twice (onHold); here routing is checked where the
+// event can have changed it, by each node kernel's own lookups
+// (invariant.CheckRouting), without walking the whole cluster:
+//   - on every node whose kernel changed: traffic to the pods that started
+//     holding an address there goes to their veths, and traffic from one
+//     running pod per ENI device (the lowest by name) leaves by that ENI
+//     for every address a pod on another node holds that the node names in
+//     a rule or route of its own, and for a stand-in of every other class
+//     of VPC addresses (views.go);
+//   - on every other node that names, in a rule or route, an address a pod
+//     elsewhere has just started holding: traffic to it leaves by the
+//     sender's own ENI (a rule leaked for it there sends it out of
+//     another, where the VPC drops it).
+//
+// Step invariants' findings of every node are collected too.
+func (w *World) checkTouched() error {
 	for _, n := range w.nodes {
 		for _, v := range n.StepFindings() {
 			w.find(n.Name(), v.Kind, v.What)
@@ -40,62 +43,116 @@ func (w *World) checkTouched() {
 	}
 	touched := w.touched
 	w.touched = nil
-	if len(touched) == 0 {
-		return
+	onNode := map[string][]string{}
+	for _, h := range touched {
+		if cur, ok := w.index[h.pod.IP]; ok && cur == h {
+			onNode[h.node] = append(onNode[h.node], h.pod.Name)
+		}
 	}
-	senders := map[string][]senderPod{}
+	changed := map[string]bool{}
 	for _, n := range w.nodes {
-		senders[n.Name()] = representatives(n)
+		v := w.views[n.Name()]
+		if v != nil && v.gen == n.Generation() && len(onNode[n.Name()]) == 0 {
+			continue
+		}
+		if err := w.refreshView(n); err != nil {
+			return err
+		}
+		changed[n.Name()] = true
+		pods := append(senders(n), onNode[n.Name()]...)
+		w.findAll(n.Name(), n.CheckRouting(pods, w.remoteFor(n)))
 	}
 	for _, h := range touched {
 		if cur, ok := w.index[h.pod.IP]; !ok || cur != h {
 			continue // already gone again
 		}
-		w.reach(h, senders)
+		var names []string // (in order: runs of a seed read the same)
+		for name := range w.mentions[h.pod.IP] {
+			if name != h.node && !changed[name] {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			n := w.byName[name]
+			w.findAll(name, n.CheckRouting(senders(n), map[netip.Addr]string{h.pod.IP: heldBy(h)}))
+		}
+	}
+	return nil
+}
+
+func heldBy(h holder) string { return h.pod.Name + " on node " + h.node }
+
+func (w *World) findAll(node string, vs []invariant.Violation) {
+	for _, v := range vs {
+		w.find(node, v.Kind, v.What)
 	}
 }
 
-type senderPod struct {
-	name, veth, link string
-	ip               netip.Addr
+// refreshView reads a node's kernel again and keeps the index of which
+// nodes name which single address.
+func (w *World) refreshView(n *node) error {
+	v, err := readView(n.Kernel(), w.vpc.CIDR(), n.Generation())
+	if err != nil {
+		return fmt.Errorf("node %s: reading its rules and routes: %w", n.Name(), err)
+	}
+	w.forget(n.Name())
+	w.views[n.Name()] = v
+	for a := range v.hosts {
+		if w.mentions[a] == nil {
+			w.mentions[a] = map[string]bool{}
+		}
+		w.mentions[a][n.Name()] = true
+	}
+	return nil
 }
 
-func representatives(n *node) []senderPod {
-	byDev := map[int]senderPod{}
+// forget drops a node's view (it changed, or it is gone).
+func (w *World) forget(name string) {
+	old := w.views[name]
+	if old == nil {
+		return
+	}
+	for a := range old.hosts {
+		delete(w.mentions[a], name)
+		if len(w.mentions[a]) == 0 {
+			delete(w.mentions, a)
+		}
+	}
+	delete(w.views, name)
+}
+
+// remoteFor are the destinations that stand for every address of the
+// cluster in a node's lookups: those it names singly that a pod on
+// another node holds, and the stand-ins of the rest.
+func (w *World) remoteFor(n *node) map[netip.Addr]string {
+	v := w.views[n.Name()]
+	remote := map[netip.Addr]string{}
+	for a := range v.hosts {
+		if h, ok := w.index[a]; ok && h.node != n.Name() {
+			remote[a] = heldBy(h)
+		}
+	}
+	for _, a := range v.standIns {
+		if _, ok := remote[a]; !ok {
+			remote[a] = standInName(n.Name())
+		}
+	}
+	return remote
+}
+
+// senders are a node's running pods that send, one per ENI device: the
+// lowest by name.
+func senders(n *node) []string {
+	byDev := map[int]bool{}
+	var out []string
 	for _, p := range n.Running() { // by name
-		if _, ok := byDev[p.Device]; !ok {
-			byDev[p.Device] = senderPod{name: p.Name, veth: p.HostVeth, link: eniLink(p.Device), ip: p.IP}
+		if !byDev[p.Device] {
+			byDev[p.Device] = true
+			out = append(out, p.Name)
 		}
 	}
-	var out []senderPod
-	for _, s := range byDev {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].link < out[j].link })
 	return out
-}
-
-// reach checks the routes to one pod's address from the whole fleet.
-func (w *World) reach(h holder, senders map[string][]senderPod) {
-	dst := net.IP(h.pod.IP.AsSlice())
-	for _, n := range w.nodes {
-		k := n.Kernel()
-		if n.Name() == h.node {
-			res, err := k.RouteGet(kernel.RouteQuery{Dst: dst})
-			if err != nil || res.LinkName != h.pod.HostVeth {
-				w.find(n.Name(), invariant.Misroute, fmt.Sprintf("traffic to %s (%s) goes to %s, not %s (%v)", h.pod.Name, h.pod.IP, res.LinkName, h.pod.HostVeth, err))
-			}
-			continue
-		}
-		for _, s := range senders[n.Name()] {
-			res, err := k.RouteGet(kernel.RouteQuery{Dst: dst, Src: net.IP(s.ip.AsSlice()), IifName: s.veth})
-			if err == nil && res.LinkName == s.link {
-				continue
-			}
-			w.find(n.Name(), invariant.Misroute, fmt.Sprintf("traffic from %s (%s) to %s (%s on node %s) leaves via %s, not %s (rule %d, table %d)",
-				s.name, s.ip, h.pod.IP, h.pod.Name, h.node, res.LinkName, s.link, res.RulePrio, res.Table))
-		}
-	}
 }
 
 // sweep checks every node in full (its kernel clean of deleted pods,
@@ -111,13 +168,10 @@ func (w *World) sweep(final bool) error {
 		if n.draining && !final {
 			continue
 		}
-		remote := map[netip.Addr]string{}
-		for a, h := range w.index {
-			if h.node != n.Name() {
-				remote[a] = h.pod.Name + ", node " + h.node
-			}
+		if err := w.refreshView(n); err != nil {
+			return err
 		}
-		vs, err := n.Check(remote)
+		vs, err := n.Check(w.remoteFor(n))
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
@@ -81,13 +82,18 @@ type node struct {
 
 // World is the fleet as it runs.
 type World struct {
-	f     *spec.Fleet
-	pol   policy.Policy
-	opt   Options
-	vpc   *memory.VPC
-	rng   *rand.Rand
-	now   time.Duration
-	nodes []*node // running, in order of joining
+	f      *spec.Fleet
+	pol    policy.Policy
+	opt    Options
+	vpc    *memory.VPC
+	rng    *rand.Rand
+	now    time.Duration
+	nodes  []*node // running, in order of joining
+	byName map[string]*node
+	// views are what was read of each node's kernel, and mentions which
+	// nodes name each single address in a rule or route (views.go).
+	views    map[string]*view
+	mentions map[netip.Addr]map[string]bool
 	// index holds every address a running pod holds, cluster-wide.
 	index map[netip.Addr]holder
 	// touched are the pods that started holding an address since the
@@ -120,7 +126,8 @@ func Run(f *spec.Fleet, pol policy.Policy, opt Options) (*Result, error) {
 		return nil, err
 	}
 	w := &World{f: f, pol: pol, opt: opt, vpc: vpc, rng: rand.New(rand.NewPCG(uint64(f.Seed), 0x666c656574)),
-		index: map[netip.Addr]holder{}, terminated: map[string]time.Duration{}, seen: map[string]bool{}, calls: map[string]int{},
+		index: map[netip.Addr]holder{}, byName: map[string]*node{}, views: map[string]*view{}, mentions: map[netip.Addr]map[string]bool{},
+		terminated: map[string]time.Duration{}, seen: map[string]bool{}, calls: map[string]int{},
 		res: &Result{Fleet: f.Name, Policy: pol.Name(), Seed: f.Seed, Duration: f.Duration.String(), Expected: exp, ByKind: map[string]int{}}}
 	defer w.close()
 	for gi := range f.NodeGroups {
@@ -158,21 +165,11 @@ func matches(exp []string, byKind map[string]int) bool {
 		return len(byKind) == 0
 	}
 	for _, k := range exp {
-		if byKind[upper(k)] == 0 {
+		if byKind[strings.ToUpper(k)] == 0 {
 			return false
 		}
 	}
 	return true
-}
-
-func upper(k string) string {
-	b := []byte(k)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 // launch adds a node of group g at the world's time.
@@ -191,17 +188,9 @@ func (w *World) launch(g *spec.NodeGroup) (*node, error) {
 	}
 	n := &node{Node: en, group: g, maxPods: max}
 	w.nodes = append(w.nodes, n)
+	w.byName[name] = n
 	w.res.Nodes++
 	return n, nil
-}
-
-func (w *World) node(name string) *node {
-	for _, n := range w.nodes {
-		if n.Name() == name {
-			return n
-		}
-	}
-	return nil
 }
 
 func (n *node) log(at time.Duration, format string, a ...any) {
@@ -216,7 +205,7 @@ func (n *node) log(at time.Duration, format string, a ...any) {
 // running pod anywhere is found at once.
 func (w *World) onHold(nodeName string, p engine.PodInfo, held bool) {
 	h := holder{node: nodeName, pod: p}
-	if n := w.node(nodeName); n != nil {
+	if n := w.byName[nodeName]; n != nil {
 		n.log(w.now, "%s %s %s (device %d)", p.Name, map[bool]string{true: "holds", false: "lets go of"}[held], p.IP, p.Device)
 	}
 	if !held {
@@ -243,7 +232,7 @@ func (w *World) find(nodeName, kind, what string) {
 		return
 	}
 	rep := &NodeReport{Node: nodeName, At: w.now.String(), Finding: kind + ": " + what}
-	if n := w.node(nodeName); n != nil {
+	if n := w.byName[nodeName]; n != nil {
 		rep.Kernel, rep.Recent = n.Snapshot(), append([]string(nil), n.recent...)
 	}
 	w.res.First = rep
@@ -297,7 +286,7 @@ func (w *World) deleteRandomPod() error {
 		return nil
 	}
 	h := cands[w.rng.IntN(len(cands))]
-	n := w.node(h.node)
+	n := w.byName[h.node]
 	n.log(w.now, "delete %s", h.pod.Name)
 	return n.Delete(h.pod.Name)
 }

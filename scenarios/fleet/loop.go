@@ -75,7 +75,9 @@ func (w *World) loop() error {
 		if a.at > f.Duration.Duration {
 			break
 		}
-		w.advance(a.at)
+		if err := w.advance(a.at); err != nil {
+			return err
+		}
 		var err error
 		switch a.kind {
 		case createPod:
@@ -104,32 +106,33 @@ func (w *World) loop() error {
 		if err != nil {
 			return err
 		}
-		w.afterEvent()
+		if err := w.afterEvent(); err != nil {
+			return err
+		}
 	}
-	w.advance(f.Duration.Duration)
-	return nil
+	return w.advance(f.Duration.Duration)
 }
 
 // advance moves every node's clock to t, one after the other: nodes only
 // meet in EC2, whose calls within one step of the clock have no order a
 // pod could see.
-func (w *World) advance(t time.Duration) {
+func (w *World) advance(t time.Duration) error {
 	w.now = t
 	for _, n := range w.nodes {
 		n.Advance(t)
 	}
-	w.afterEvent()
 	if w.opt.Progress != nil {
 		w.opt.Progress(t, w.f.Duration.Duration)
 	}
+	return w.afterEvent()
 }
 
 // afterEvent runs the checks of what an event touched.
-func (w *World) afterEvent() {
+func (w *World) afterEvent() error {
 	if w.opt.Break != nil {
 		w.opt.Break(w)
 	}
-	w.checkTouched()
+	return w.checkTouched()
 }
 
 // drainTarget picks a node to drain: any not draining, as long as
@@ -177,7 +180,7 @@ func (w *World) startDrain() (string, error) {
 // cancelPercent of the drains, or terminates the node's instance and
 // launches a new node in its group.
 func (w *World) endDrain(name string) error {
-	n := w.node(name)
+	n := w.byName[name]
 	if n == nil {
 		return nil
 	}
@@ -210,6 +213,8 @@ func (w *World) terminate(n *node) error {
 		return err
 	}
 	w.terminated[n.InstanceID()] = w.now
+	delete(w.byName, n.Name())
+	w.forget(n.Name())
 	for i, o := range w.nodes {
 		if o == n {
 			w.nodes = append(w.nodes[:i], w.nodes[i+1:]...)
@@ -242,7 +247,9 @@ func (w *World) end() error {
 		n.Finish()
 		w.now = max(w.now, n.Now())
 	}
-	w.advance(w.now)
+	if err := w.advance(w.now); err != nil {
+		return err
+	}
 	for _, n := range w.nodes {
 		for k, v := range n.Calls() {
 			w.calls[k] += v

@@ -83,7 +83,8 @@ type World struct {
 	// Pending are pods whose ADD or DEL failed last: the runtime retries
 	// their DEL, so their objects are neither required nor a leak yet.
 	Pending []Pod
-	// Remote holds the addresses now owned by pods on other nodes.
+	// Remote holds the addresses now owned by pods on other nodes, each
+	// with who holds it ("web-2 on another node").
 	Remote map[netip.Addr]string
 	// NamespaceExists tells whether a pod namespace is still there.
 	NamespaceExists func(path string) bool
@@ -342,6 +343,15 @@ func checkSandboxes(w World) ([]Violation, error) {
 	return out, nil
 }
 
+// CheckRouting is the routing check alone (MISROUTE), for a caller that
+// narrows the world to what changed: traffic to each of w.Live goes to
+// its veth, and from each of them to every address of w.Remote and
+// w.OffVPC leaves by its own ENI.
+func CheckRouting(w World) []Violation {
+	vs, _ := checkRouting(w) // (it has no error of its own to report)
+	return vs
+}
+
 // checkRouting asks the kernel where traffic goes, because counting rules
 // misses the real harm of #2048: a leaked `to X lookup main` rule for an
 // address now on another node sends a secondary-ENI pod's traffic to X out
@@ -390,7 +400,7 @@ func checkRouting(w World) ([]Violation, error) {
 			}
 			to := d.String()
 			if n, ok := w.Remote[d]; ok {
-				to += " (" + n + " on another node)"
+				to += " (" + n + ")"
 			}
 			out = append(out, Violation{Misroute, fmt.Sprintf("traffic from %s (%s, device %d) to %s leaves via %s, not %s (rule %d, table %s)",
 				p.Name, p.IP, p.Device, to, res.LinkName, want, res.RulePrio, ownership.TableName(res.Table))})
@@ -410,7 +420,7 @@ func doubleHolders(w World) []Violation {
 		holders[p.IP] = append(holders[p.IP], p.Name)
 	}
 	for a, n := range w.Remote {
-		holders[a] = append(holders[a], n+" (other node)")
+		holders[a] = append(holders[a], n) // (n says where: "web-2 on another node")
 	}
 	for a, hs := range holders {
 		if len(hs) > 1 {
@@ -418,6 +428,9 @@ func doubleHolders(w World) []Violation {
 			out = append(out, Violation{DoubleAssign, fmt.Sprintf("%s held by %s", a, strings.Join(hs, " and "))})
 		}
 	}
+	// In the order of their text (the address first): findings made at one
+	// moment read the same in every run of a seed.
+	sort.Slice(out, func(i, j int) bool { return out[i].What < out[j].What })
 	return out
 }
 
