@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -113,7 +112,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	}
 	printFleetTable(out, results)
 	if *jsonOut != "" {
-		if err := writeFleetJSON(*jsonOut, stdout, results); err != nil {
+		if err := writeReportJSON(*jsonOut, stdout, results); err != nil {
 			fmt.Fprintf(stderr, "replay fleet: --json: %v\n", err)
 			return exitUsage
 		}
@@ -174,16 +173,4 @@ func printFleetTable(w io.Writer, rs []*fleet.Result) {
 		fmt.Fprintf(w, "%-12s %6d %6d %6d %8d %8d  %-8s %s — %s\n", r.Policy, r.Nodes, r.Pods, r.Drains, r.Calls["ADD"], r.Calls["DEL"],
 			strings.Join(r.Expected, ","), found, mark)
 	}
-}
-
-func writeFleetJSON(path string, stdout io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if path == "-" {
-		_, err = stdout.Write(append(b, '\n'))
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vpccni/vpccni/scenarios/cmd/replay/shardtest"
 )
 
 // N shards run as N processes at once, merged by replay merge, give
@@ -66,19 +67,14 @@ func TestShardsInParallelProcesses(t *testing.T) {
 	}
 }
 
+// load reads a report's JSON as shardtest compares it.
 func load(t *testing.T, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "took")
-	delete(m, "shard")
-	return m
+	return shardtest.Comparable(t, b)
 }
 
 func TestShardFromAnIndexedJob(t *testing.T) {
