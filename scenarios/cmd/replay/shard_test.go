@@ -16,22 +16,9 @@ import (
 // exactly the unsharded run's JSON (but for the time it took).
 func TestShardsInParallelProcesses(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "replay")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildReplay(t, dir)
 	common := []string{"explore", "--random", "--seed", "11", "--schedules", "36", "--policy", "default,ref-v1.11", "--no-shrink", "--workers", "1"}
-	replayBin := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	replayBin := func(args ...string) (int, string) { return runBin(t, bin, args...) }
 	whole := filepath.Join(dir, "whole.json")
 	if code, out := replayBin(append(common, "--json", whole)...); code != exitOK {
 		t.Fatalf("unsharded: exit %d\n%s", code, out)
@@ -65,6 +52,30 @@ func TestShardsInParallelProcesses(t *testing.T) {
 	if code, out := replayBin(append(common, "--shard", "4/3")...); code != exitUsage || !strings.Contains(out, "want K/N") {
 		t.Errorf("--shard 4/3: exit %d\n%s", code, out)
 	}
+}
+
+// buildReplay builds the replay binary into dir, for tests that run it as
+// separate processes (as machines would).
+func buildReplay(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "replay")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runBin runs the binary: its exit code and its output (stdout and stderr).
+func runBin(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
 }
 
 // load reads a report's JSON as shardtest compares it.
