@@ -198,21 +198,6 @@ func checkAuditPod(p *corev1.Pod, aws *pod) error {
 	return errors.Join(errs...)
 }
 
-// auditInputs reads and decodes the audit pod and the bundle its image
-// and checkpoint are compared with.
-func auditInputs(t *testing.T) ([]byte, *bundle) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, auditPodPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := parse(readFiles(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw, b
-}
-
 // awsNode is aws-node as the DaemonSet runs it.
 func awsNode(t *testing.T, b *bundle) *pod {
 	t.Helper()
@@ -224,7 +209,7 @@ func awsNode(t *testing.T, b *bundle) *pod {
 }
 
 func TestAuditPodManifest(t *testing.T) {
-	raw, b := auditInputs(t)
+	raw, b := inputs(t, auditPodPath)
 	p, err := decodeAuditPod(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +226,7 @@ func TestAuditPodImageHasAudit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repoRoot, auditPkg)); errors.Is(err, os.ErrNotExist) {
 		t.Skipf("no %s yet", auditPkg)
 	}
-	raw, b := auditInputs(t)
+	raw, b := inputs(t, auditPodPath)
 	p, err := decodeAuditPod(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +342,7 @@ func auditBrokenCopies() []auditBrokenCopy {
 func TestAuditPodBrokenCopies(t *testing.T) {
 	for _, bc := range auditBrokenCopies() {
 		t.Run(bc.name, func(t *testing.T) {
-			raw, b := auditInputs(t)
+			raw, b := inputs(t, auditPodPath)
 			if bc.old != "" {
 				if !strings.Contains(string(raw), bc.old) {
 					t.Fatalf("%s does not contain %q: the broken copy would be the original", auditPodPath, bc.old)

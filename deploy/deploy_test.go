@@ -48,6 +48,22 @@ const repoRoot = ".."
 // files are the deploy files' contents by repository-relative path.
 type files map[string][]byte
 
+// inputs reads the manifest at path (repository-relative; its checks
+// decode it themselves, as they do broken copies of it) and decodes the
+// bundle it is checked against.
+func inputs(t *testing.T, path string) ([]byte, *bundle) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := parse(readFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, b
+}
+
 // readFiles reads every file the checks look at.
 func readFiles(t *testing.T) files {
 	t.Helper()

@@ -10,8 +10,6 @@ package deploy
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,21 +115,8 @@ func checkExploreJob(j *batchv1.Job, b *bundle) error {
 	return errors.Join(errs...)
 }
 
-func exploreInputs(t *testing.T) ([]byte, *bundle) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, exploreJobPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := parse(readFiles(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw, b
-}
-
 func TestExploreJob(t *testing.T) {
-	raw, b := exploreInputs(t)
+	raw, b := inputs(t, exploreJobPath)
 	j, err := decodeExploreJob(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +128,7 @@ func TestExploreJob(t *testing.T) {
 
 // Every check of the Job can fail: each copy is broken in one way.
 func TestExploreJobBrokenCopies(t *testing.T) {
-	raw, b := exploreInputs(t)
+	raw, b := inputs(t, exploreJobPath)
 	for _, c := range []struct{ name, old, new, want string }{
 		{"misspelt field", "completionMode:", "completionmode:", "unknown field"},
 		{"not indexed", "completionMode: Indexed", "completionMode: NonIndexed", "completionMode must be Indexed"},

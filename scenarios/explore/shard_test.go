@@ -1,12 +1,12 @@
 package explore
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/vpccni/vpccni/internal/failpoint"
+	"github.com/vpccni/vpccni/scenarios/cmd/replay/shardtest"
 )
 
 func TestParseShard(t *testing.T) {
@@ -18,23 +18,6 @@ func TestParseShard(t *testing.T) {
 			t.Errorf("%q: got %v, want an error naming K/N", bad, err)
 		}
 	}
-}
-
-// comparable drops what differs between runs of the same schedules (the
-// time they took; the generated files, which are not in the JSON).
-func comparable(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "took")
-	delete(m, "shard")
-	return m
 }
 
 // The shards of a randomized exploration, merged, are the unsharded run.
@@ -64,7 +47,7 @@ func TestRandomShardsMergeToTheWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := comparable(t, merged), comparable(t, whole); !reflect.DeepEqual(got, want) {
+	if got, want := shardtest.Comparable(t, merged), shardtest.Comparable(t, whole); !reflect.DeepEqual(got, want) {
 		t.Fatalf("merged shards differ from the whole run:\n%v\n%v", got, want)
 	}
 	if _, err := MergeRandom(shards[:2]); err == nil || !strings.Contains(err.Error(), "missing: 2/3") {
@@ -113,7 +96,7 @@ func TestSystematicShardsMergeToTheWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := comparable(t, merged), comparable(t, whole); !reflect.DeepEqual(got, want) {
+	if got, want := shardtest.Comparable(t, merged), shardtest.Comparable(t, whole); !reflect.DeepEqual(got, want) {
 		t.Fatalf("merged shards differ from the whole run (%d and %d schedules)", merged.Schedules, whole.Schedules)
 	}
 	if len(whole.Failures()) == 0 {

@@ -1,8 +1,9 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -35,6 +36,10 @@ type Fleet struct {
 	Expect map[string][]string `json:"expect"`
 
 	File string `json:"-"`
+	// SHA256 is the hex SHA-256 of the file's content (LoadFleet's): the
+	// shards of one sharded run (replay fleet --shard) must have read the
+	// same file, wherever it lay on each machine.
+	SHA256 string `json:"-"`
 }
 
 // NodeGroup is a set of like nodes (an auto scaling group).
@@ -88,17 +93,12 @@ var FleetVerdicts = append(append([]string{}, KnownVerdicts...), "stranded")
 var groupName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // LoadFleet reads and validates a fleet file.
-func LoadFleet(path string) (*Fleet, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := ParseFleet(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+func LoadFleet(path string) (*Fleet, error) { return loadFile(path, ParseFleet) }
+
+func (f *Fleet) setSource(path string, content []byte) {
 	f.File = path
-	return f, nil
+	sum := sha256.Sum256(content)
+	f.SHA256 = hex.EncodeToString(sum[:])
 }
 
 // ParseFleet decodes a fleet file strictly and validates it.
@@ -107,14 +107,7 @@ func ParseFleet(b []byte) (*Fleet, error) {
 	if err := yaml.Unmarshal(b, &top); err == nil && top["timeline"] != nil {
 		return nil, fmt.Errorf("a single-node scenario (it has a timeline), not a fleet: run it with replay run")
 	}
-	var f Fleet
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, fmt.Errorf("not a fleet: %w", err)
-	}
-	if err := f.validate(); err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return decodeStrict[Fleet](b, "fleet")
 }
 
 func (f *Fleet) validate() error {

@@ -1,6 +1,10 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,5 +64,38 @@ func TestParseFleetRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s -> %s: got %v, want an error with %q", c.from, c.to, err, c.want)
 		}
+	}
+}
+
+// LoadFleet names the file in its errors and keeps the content's hash,
+// by which the shards of a sharded run tell they read the same file.
+func TestLoadFleet(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	if err := os.WriteFile(a, []byte(goodFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte(goodFleet+"description: another\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := LoadFleet(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(goodFleet))
+	if fa.File != a || fa.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("File %q SHA256 %q, want %q and the content's", fa.File, fa.SHA256, a)
+	}
+	if fb, err := LoadFleet(b); err != nil || fb.SHA256 == fa.SHA256 {
+		t.Fatalf("another content, the same hash: %v", err)
+	}
+	if _, err := LoadFleet(filepath.Join(dir, "none.yaml")); err == nil || !strings.Contains(err.Error(), "none.yaml") {
+		t.Errorf("a missing file: %v", err)
+	}
+	if err := os.WriteFile(b, []byte(goodFleet+"podz: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFleet(b); err == nil || !strings.Contains(err.Error(), "b.yaml: not a fleet") {
+		t.Errorf("an unknown key: %v", err)
 	}
 }

@@ -264,30 +264,50 @@ var (
 )
 
 // Load reads and validates a scenario file.
-func Load(path string) (*Scenario, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	s.File = path
-	return s, nil
-}
+func Load(path string) (*Scenario, error) { return loadFile(path, Parse) }
+
+func (s *Scenario) setSource(path string, _ []byte) { s.File = path }
 
 // Parse decodes YAML strictly (an unknown or misspelt key is an error) and
 // validates the result.
-func Parse(b []byte) (*Scenario, error) {
-	var s Scenario
-	if err := yaml.UnmarshalStrict(b, &s); err != nil {
-		return nil, fmt.Errorf("not a scenario: %w", err)
+func Parse(b []byte) (*Scenario, error) { return decodeStrict[Scenario](b, "scenario") }
+
+// sourced is a file's parsed form that keeps where it came from.
+type sourced interface {
+	setSource(path string, content []byte)
+}
+
+// loadFile reads a scenario or fleet file and parses it; a parse error
+// names the file (a read error names it already: os.ReadFile's).
+func loadFile[P sourced](path string, parse func([]byte) (P, error)) (P, error) {
+	var none P
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return none, err
 	}
-	if err := s.validate(); err != nil {
+	v, err := parse(b)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", path, err)
+	}
+	v.setSource(path, b)
+	return v, nil
+}
+
+// decodeStrict decodes YAML into a new T strictly (an unknown or misspelt
+// key is an error: a typo must not silently drop a setting) and validates
+// it; what names the kind of file in the error.
+func decodeStrict[T any, P interface {
+	*T
+	validate() error
+}](b []byte, what string) (P, error) {
+	p := P(new(T))
+	if err := yaml.UnmarshalStrict(b, p); err != nil {
+		return nil, fmt.Errorf("not a %s: %w", what, err)
+	}
+	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	return &s, nil
+	return p, nil
 }
 
 func (s *Scenario) validate() error {

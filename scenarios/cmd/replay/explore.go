@@ -118,13 +118,9 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, exploreUsage) }, stdout, stderr); !ok {
 		return code
 	}
-	var shard explore.Shard
-	if *shardFlag != "" {
-		var err error
-		if shard, err = parseShard(*shardFlag); err != nil {
-			fmt.Fprintln(stderr, "replay explore: --shard:", err)
-			return exitUsage
-		}
+	shard, ok := shardOf("replay explore", *shardFlag, stderr)
+	if !ok {
+		return exitUsage
 	}
 	if *random {
 		if *actions != "" || *memories != "" || *maxOcc != 0 || fs.NArg() != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -37,22 +36,34 @@ the end every node in full (kernel clean of deleted pods, ipamd's
 allocations) and EC2 (no ENI of a terminated node left beyond 10 minutes:
 STRANDED).
 
-Prints a summary table per policy (nodes, pods, CNI calls, findings by
+Prints a summary table per run, a seed under a policy (nodes, pods, CNI calls, findings by
 kind), each policy's first findings, and the report of the node of its
-first finding (its kernel and last events). Exit 0 when every policy gave
+first finding (its kernel and last events). Exit 0 when every run gave
 what the file expects, 1 otherwise, 2 on a bad flag or file.
 
 Flags:
   --policy NAME   run only this policy (default: every policy the file expects)
   --seed N        replace the file's seed
-  --json FILE     also write the results as JSON to FILE ("-": stdout, then only JSON)
-  --findings N    findings listed per policy (default 10)
+  --seeds M       run M seeds: the seed, seed+1, ..., seed+M-1, each under
+                  every policy (default 1); run i is seed-major, then the
+                  policies in the file's order
+  --shard K/N     run only the runs whose index is K-1 modulo N, for running
+                  one fleet run on N machines (K may be job: a Kubernetes
+                  Indexed Job's JOB_COMPLETION_INDEX plus one); needs --json;
+                  'replay merge' combines the N files into exactly the
+                  unsharded --json
+  --json FILE     also write the results as JSON to FILE ("-": stdout, then
+                  only JSON): the fleet, its file's SHA-256, the seeds, the
+                  policies, the shard, and each run with its index
+  --findings N    findings listed per run (default 10)
 `
 
 func runFleet(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay fleet", flag.ContinueOnError)
 	pol := fs.String("policy", "", "")
 	seed := fs.Int64("seed", 0, "")
+	nSeeds := fs.Int("seeds", 1, "")
+	shardFlag := fs.String("shard", "", "")
 	jsonOut := fs.String("json", "", "")
 	nFind := fs.Int("findings", 10, "")
 	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, fleetUsage) }, stdout, stderr); !ok {
@@ -60,6 +71,14 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "replay fleet: want exactly one fleet FILE (replay fleet --help)")
+		return exitUsage
+	}
+	shard, ok := shardOf("replay fleet", *shardFlag, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if shard.N > 0 && *jsonOut == "" {
+		fmt.Fprintln(stderr, "replay fleet: --shard needs --json FILE (\"-\": stdout): replay merge combines the shards' JSON files, and the text alone cannot be merged")
 		return exitUsage
 	}
 	f, err := spec.LoadFleet(fs.Arg(0))
@@ -70,6 +89,11 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		f.Seed = *seed
 	}
+	seeds, err := seedRange(f.Seed, *nSeeds)
+	if err != nil {
+		fmt.Fprintf(stderr, "replay fleet: %v\n", err)
+		return exitUsage
+	}
 	pols := f.Policies()
 	if *pol != "" {
 		if _, ok := f.Expect[*pol]; !ok {
@@ -78,47 +102,78 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		}
 		pols = []string{*pol}
 	}
-	out := stdout
-	if *jsonOut == "-" {
-		out = io.Discard
-	}
-	var results []*fleet.Result
-	code := exitOK
+	// Every policy is known before the first run: a bad one found after an
+	// hour of runs would waste them.
+	byName := map[string]policy.Policy{}
 	for _, pn := range pols {
 		p, err := policy.ByName(pn)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay fleet: %v\n", err)
 			return exitUsage
 		}
-		fmt.Fprintf(out, "== %s under %s (seed %d, %s)\n", f.Name, pn, f.Seed, f.Duration)
-		bar := progressBar(stderr)
-		start := time.Now()
-		res, err := fleet.Run(f, p, fleet.Options{Progress: func(done, total time.Duration) {
-			if bar != nil {
-				bar(int(done/time.Second), int(total/time.Second))
-			}
-		}})
-		if err != nil {
-			fmt.Fprintf(stderr, "replay fleet: %s under %s: %v\n", f.Name, pn, err)
-			return exitMismatch
-		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		fmt.Fprintf(out, "   took %s, heap %d MiB; checkpoints on %s\n", time.Since(start).Round(time.Millisecond), ms.HeapAlloc>>20, scratch())
-		printFindings(out, res, *nFind)
-		results = append(results, res)
-		if !res.Match {
-			code = exitMismatch
+		byName[pn] = p
+	}
+	out := stdout
+	if *jsonOut == "-" {
+		out = io.Discard
+	}
+	rep := &fleetReport{Fleet: f.Name, SHA256: f.SHA256, Seeds: seeds, Policies: pols, Runs: []fleetRun{}}
+	if shard.N > 0 {
+		rep.Shard = &shard
+	}
+	var mine []int
+	for i := range rep.runs() {
+		if shard.Owns(i) {
+			mine = append(mine, i)
 		}
 	}
-	printFleetTable(out, results)
+	for _, i := range mine {
+		g := *f
+		var pn string
+		g.Seed, pn = rep.planned(i)
+		res, err := runOne(out, stderr, &g, byName[pn], *nFind)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay fleet: %s under %s (seed %d): %v\n", f.Name, pn, g.Seed, err)
+			return exitMismatch
+		}
+		rep.Runs = append(rep.Runs, fleetRun{Index: i, Result: res})
+	}
+	printFleetTable(out, rep.results())
+	if rep.Shard != nil {
+		fmt.Fprintf(out, "\nshard %s: runs %s of %d (replay merge combines the shards)\n", rep.Shard, indexList(mine), rep.runs())
+	}
 	if *jsonOut != "" {
-		if err := writeFleetJSON(*jsonOut, stdout, results); err != nil {
+		if err := writeReportJSON(*jsonOut, stdout, rep); err != nil {
 			fmt.Fprintf(stderr, "replay fleet: --json: %v\n", err)
 			return exitUsage
 		}
 	}
-	return code
+	if rep.failed() {
+		return exitMismatch
+	}
+	return exitOK
+}
+
+// runOne runs the fleet f (its seed set) under p once, printing the run's
+// time, heap and first findings to out.
+func runOne(out, stderr io.Writer, f *spec.Fleet, p policy.Policy, nFind int) (*fleet.Result, error) {
+	fmt.Fprintf(out, "== %s under %s (seed %d, %s)\n", f.Name, p.Name(), f.Seed, f.Duration)
+	bar := progressBar(stderr)
+	start := time.Now()
+	res, err := fleet.Run(f, p, fleet.Options{Progress: func(done, total time.Duration) {
+		if bar != nil {
+			bar(int(done/time.Second), int(total/time.Second))
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	settleOrder(res)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(out, "   took %s, heap %d MiB; checkpoints on %s\n", time.Since(start).Round(time.Millisecond), ms.HeapAlloc>>20, scratch())
+	printFindings(out, res, nFind)
+	return res, nil
 }
 
 // scratch is where the nodes' sockets and checkpoints live.
@@ -155,7 +210,11 @@ func printFindings(w io.Writer, r *fleet.Result, n int) {
 }
 
 func printFleetTable(w io.Writer, rs []*fleet.Result) {
-	fmt.Fprintf(w, "\n%-12s %6s %6s %6s %8s %8s  %-8s %s\n", "policy", "nodes", "pods", "drains", "ADD", "DEL", "expected", "findings")
+	sw := len("seed")
+	for _, r := range rs {
+		sw = max(sw, len(fmt.Sprint(r.Seed)))
+	}
+	fmt.Fprintf(w, "\n%-*s %-12s %6s %6s %6s %8s %8s  %-8s %s\n", sw, "seed", "policy", "nodes", "pods", "drains", "ADD", "DEL", "expected", "findings")
 	for _, r := range rs {
 		var parts []string
 		for _, k := range append(append([]string{}, invariant.Severity...), fleet.Stranded) {
@@ -171,19 +230,7 @@ func printFleetTable(w io.Writer, rs []*fleet.Result) {
 		if !r.Match {
 			mark = "NOT as expected (" + strings.Join(r.Expected, ", ") + ")"
 		}
-		fmt.Fprintf(w, "%-12s %6d %6d %6d %8d %8d  %-8s %s — %s\n", r.Policy, r.Nodes, r.Pods, r.Drains, r.Calls["ADD"], r.Calls["DEL"],
+		fmt.Fprintf(w, "%-*d %-12s %6d %6d %6d %8d %8d  %-8s %s — %s\n", sw, r.Seed, r.Policy, r.Nodes, r.Pods, r.Drains, r.Calls["ADD"], r.Calls["DEL"],
 			strings.Join(r.Expected, ","), found, mark)
 	}
-}
-
-func writeFleetJSON(path string, stdout io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if path == "-" {
-		_, err = stdout.Write(append(b, '\n'))
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

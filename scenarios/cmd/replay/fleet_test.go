@@ -37,13 +37,16 @@ func TestFleetJSONAndMismatch(t *testing.T) {
 	if code != exitMismatch {
 		t.Fatalf("a wrong expectation: exit %d, want %d", code, exitMismatch)
 	}
-	var rs []struct {
-		Policy string         `json:"policy"`
-		Match  bool           `json:"match"`
-		ByKind map[string]int `json:"byKind"`
+	var rep struct {
+		Runs []struct {
+			Policy string         `json:"policy"`
+			Match  bool           `json:"match"`
+			ByKind map[string]int `json:"byKind"`
+		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 || rs[0].Match || rs[0].ByKind["MISROUTE"] == 0 {
-		t.Fatalf("--json -: %v %+v\n%s", err, rs, out)
+	err = json.Unmarshal([]byte(out), &rep)
+	if rs := rep.Runs; err != nil || len(rs) != 1 || rs[0].Match || rs[0].ByKind["MISROUTE"] == 0 {
+		t.Fatalf("--json -: %v %+v\n%s", err, rep, out)
 	}
 }
 

@@ -37,7 +37,7 @@ Usage:
   replay explore --random [flags]    generated compound-fault timelines
   replay journal [flags] FILE...     (replay journal --help)
   replay fleet [flags] FILE          many nodes in one VPC (replay fleet --help)
-  replay merge [--json FILE] SHARD.json...   the shards of 'replay explore --shard K/N'
+  replay merge [--json FILE] SHARD.json...   the shards of 'replay explore|fleet --shard K/N'
   replay failpoints
 
 Each scenario file describes a node, its pods and a timeline (add, delete,

@@ -14,27 +14,33 @@ import (
 	"github.com/vpccni/vpccni/scenarios/explore"
 )
 
-const mergeUsage = `replay merge — combine the shards of one exploration
+const mergeUsage = `replay merge — combine the shards of one exploration or fleet run
 
 Usage:
   replay merge [--json FILE] SHARD.json...
 
-Each SHARD.json is the --json output of 'replay explore --shard K/N' (all
-N shards of one run, each once: the same template, or the same --random
-seed, --schedules, --mode and --policy). The merged report is exactly the
-unsharded run's: the matrix summed, the outcomes (failures) in schedule
-order. It prints the matrix; --json FILE ("-": stdout) writes the merged
-report in the format 'replay explore --json' writes.
+Each SHARD.json is the --json output of 'replay explore --shard K/N' or of
+'replay fleet --shard K/N' (all N shards of one run, each once: the same
+template, or the same --random seed, --schedules, --mode and --policy; for
+a fleet the same file content, --seed, --seeds and --policy). The merged
+report is exactly the unsharded run's: for an exploration the matrix
+summed and the outcomes (failures) in schedule order, printed as the
+matrix; for a fleet every run in order, printed as the table 'replay
+fleet' prints. --json FILE ("-": stdout) writes the merged report in the
+format the unsharded run's --json writes.
 
 Exit status: 0 when vpccni's own flow (default) is clean in every shard's
-schedules, 1 when it is not, 2 when the files are not the shards of one run
-(which shard is missing, given twice or of another run is named).
+schedules, or for a fleet when every run gave what the file expects; 1
+when not; 2 when the files are not the shards of one run (which shard is
+missing, given twice, of another run or not a whole shard is named) or
+mix explorations and fleets.
 `
 
 // shardFile is what a shard's JSON holds, enough to tell which kind.
 type shardFile struct {
 	Seed     *uint64 `json:"seed"`
 	Template *string `json:"template"`
+	Fleet    *string `json:"fleet"`
 }
 
 func runMerge(args []string, stdout, stderr io.Writer) int {
@@ -49,6 +55,7 @@ func runMerge(args []string, stdout, stderr io.Writer) int {
 	}
 	var randoms []*explore.RandomReport
 	var systematic []*explore.Report
+	var fleets []shardNamed
 	for _, path := range fs.Args() {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -57,12 +64,16 @@ func runMerge(args []string, stdout, stderr io.Writer) int {
 		}
 		var kind shardFile
 		if err := json.Unmarshal(b, &kind); err != nil {
-			fmt.Fprintf(stderr, "replay merge: %s: not an exploration's JSON: %v\n", path, err)
+			fmt.Fprintf(stderr, "replay merge: %s: not the JSON of 'replay explore' or 'replay fleet' --shard: %v\n", path, err)
 			return exitUsage
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		switch {
+		case kind.Fleet != nil:
+			var r fleetReport
+			err = dec.Decode(&r)
+			fleets = append(fleets, shardNamed{path, &r})
 		case kind.Seed != nil:
 			var r explore.RandomReport
 			err = dec.Decode(&r)
@@ -72,7 +83,7 @@ func runMerge(args []string, stdout, stderr io.Writer) int {
 			err = dec.Decode(&r)
 			systematic = append(systematic, &r)
 		default:
-			err = fmt.Errorf("neither a --random exploration (seed) nor a template's (template)")
+			err = fmt.Errorf("neither a --random exploration (seed), a template's (template) nor a fleet's (fleet)")
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "replay merge: %s: %v\n", path, err)
@@ -83,13 +94,27 @@ func runMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "replay merge: the files mix --random explorations and a template's")
 		return exitUsage
 	}
+	if len(fleets) > 0 && len(randoms)+len(systematic) > 0 {
+		fmt.Fprintf(stderr, "replay merge: the files mix fleet runs (%s) and explorations\n", fleets[0].path)
+		return exitUsage
+	}
 	text := stdout
 	if *jsonOut == "-" {
 		text = io.Discard
 	}
 	var merged any
 	failed := false
-	if len(randoms) > 0 {
+	switch {
+	case len(fleets) > 0:
+		r, err := mergeFleet(fleets)
+		if err != nil {
+			fmt.Fprintln(stderr, "replay merge:", err)
+			return exitUsage
+		}
+		printFleetTable(text, r.results())
+		fmt.Fprintf(text, "\n%d runs of %s from %d shards, seeds %s\n", len(r.Runs), r.Fleet, len(fleets), seedList(r.Seeds))
+		merged, failed = r, r.failed()
+	case len(randoms) > 0:
 		r, err := explore.MergeRandom(randoms)
 		if err != nil {
 			fmt.Fprintln(stderr, "replay merge:", err)
@@ -98,7 +123,7 @@ func runMerge(args []string, stdout, stderr io.Writer) int {
 		printMatrix(text, r.Matrix)
 		fmt.Fprintf(text, "\n%d schedules of %d from %d shards, seed %d (longest shard %s)\n", r.Schedules, r.Of, len(randoms), r.Seed, r.Took.Round(time.Millisecond))
 		merged, failed = r, r.Failed()
-	} else {
+	default:
 		r, err := explore.MergeSystematic(systematic)
 		if err != nil {
 			fmt.Fprintln(stderr, "replay merge:", err)
@@ -136,6 +161,20 @@ func parseShard(s string) (explore.Shard, error) {
 		s = strconv.Itoa(i+1) + "/" + n
 	}
 	return explore.ParseShard(s)
+}
+
+// shardOf reads a command's --shard; "" is the whole run. A bad value is
+// named on stderr under the command's name (ok false: exit 2).
+func shardOf(cmd, s string, stderr io.Writer) (shard explore.Shard, ok bool) {
+	if s == "" {
+		return explore.Shard{}, true
+	}
+	shard, err := parseShard(s)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --shard: %v\n", cmd, err)
+		return explore.Shard{}, false
+	}
+	return shard, true
 }
 
 // shardNote says which shard a run was, of how many schedules.

@@ -140,7 +140,8 @@ func randomProgress(w io.Writer, opt explore.RandomOptions) func(int) {
 	}
 }
 
-// writeReportJSON writes an exploration's report to path ("-": stdout).
+// writeReportJSON writes a report (an exploration's, a fleet's) as
+// indented JSON to path ("-": stdout).
 func writeReportJSON(path string, stdout io.Writer, v any) error {
 	if path == "-" {
 		return encodeIndented(stdout, v)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,28 +8,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vpccni/vpccni/scenarios/cmd/replay/shardtest"
 )
 
 // N shards run as N processes at once, merged by replay merge, give
 // exactly the unsharded run's JSON (but for the time it took).
 func TestShardsInParallelProcesses(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "replay")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildReplay(t, dir)
 	common := []string{"explore", "--random", "--seed", "11", "--schedules", "36", "--policy", "default,ref-v1.11", "--no-shrink", "--workers", "1"}
-	replayBin := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	replayBin := func(args ...string) (int, string) { return runBin(t, bin, args...) }
 	whole := filepath.Join(dir, "whole.json")
 	if code, out := replayBin(append(common, "--json", whole)...); code != exitOK {
 		t.Fatalf("unsharded: exit %d\n%s", code, out)
@@ -66,19 +54,38 @@ func TestShardsInParallelProcesses(t *testing.T) {
 	}
 }
 
+// buildReplay builds the replay binary into dir, for tests that run it as
+// separate processes (as machines would).
+func buildReplay(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "replay")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runBin runs the binary: its exit code and its output (stdout and stderr).
+func runBin(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// load reads a report's JSON as shardtest compares it.
 func load(t *testing.T, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "took")
-	delete(m, "shard")
-	return m
+	return shardtest.Comparable(t, b)
 }
 
 func TestShardFromAnIndexedJob(t *testing.T) {
