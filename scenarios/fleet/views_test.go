@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
@@ -65,4 +67,24 @@ func sendersFound(vs []invariant.Violation) []string {
 		}
 	}
 	return out
+}
+
+// Two runs of one seed give the same result, findings in the same order
+// (sharded and unsharded runs are compared byte for byte).
+func TestRunsOfASeedAreIdentical(t *testing.T) {
+	f, err := spec.LoadFleet("../fleets/autoscaler-20-nodes-hour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := json.Marshal(run(t, f, "ref-v1.11", Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(run(t, f, "ref-v1.11", Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("two runs of seed %d differ:\n%s\n%s", f.Seed, a, b)
+	}
 }

@@ -168,7 +168,6 @@ func runOne(out, stderr io.Writer, f *spec.Fleet, p policy.Policy, nFind int) (*
 	if err != nil {
 		return nil, err
 	}
-	settleOrder(res)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Fprintf(out, "   took %s, heap %d MiB; checkpoints on %s\n", time.Since(start).Round(time.Millisecond), ms.HeapAlloc>>20, scratch())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -73,29 +72,6 @@ func seedRange(base int64, n int) ([]int64, error) {
 		seeds[i] = base + int64(i)
 	}
 	return seeds, nil
-}
-
-// settleOrder puts findings made at the same moment on the same node in
-// one order (kind, then text): a node's check returns them in map order
-// (scenarios/invariant's double holders), which would make two runs of
-// the same seed, or a shard and the unsharded run, differ in order only.
-// The first finding's text follows, its node and snapshot being the same
-// whichever of those came first.
-func settleOrder(r *fleet.Result) {
-	fs := r.Findings
-	for start := 0; start < len(fs); {
-		end := start + 1
-		for end < len(fs) && fs[end].At == fs[start].At && fs[end].Node == fs[start].Node {
-			end++
-		}
-		slices.SortStableFunc(fs[start:end], func(a, b fleet.Finding) int {
-			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.What, b.What))
-		})
-		start = end
-	}
-	if r.First != nil && len(fs) > 0 && r.First.Node == fs[0].Node {
-		r.First.Finding = fs[0].Kind + ": " + fs[0].What
-	}
 }
 
 // shardNamed is a fleet shard with the file it was read from, for naming
