@@ -30,6 +30,20 @@ func (r *run) nextDue() time.Duration {
 	return due
 }
 
+// dueAt is when advance next runs something (a DEL retry, kubelet
+// restarting a crashed ipamd, ipamd's loops), -1 if nothing is due until
+// an event.
+func (r *run) dueAt() time.Duration {
+	due := r.nextDue()
+	if r.ipamd == nil && r.restartAt >= 0 && (due < 0 || r.restartAt < due) {
+		due = r.restartAt
+	}
+	if r.ipamd != nil && (due < 0 || r.ticked+tick < due) {
+		due = r.ticked + tick
+	}
+	return due
+}
+
 // waitingToRun reports whether a pod's ADD failed and kubelet still wants
 // it running.
 func (r *run) waitingToRun() bool {
