@@ -164,6 +164,8 @@ type Store struct {
 	holder  map[netip.Addr]Key  // index of allocs by address
 	owner   map[netip.Addr]*eni // every IPv4 pool address and its ENI
 	cooling map[netip.Addr]time.Time
+	// changes counts writes to allocs (AllocationsVersion).
+	changes uint64
 }
 
 // New builds a store over the instance's ENIs with every address free and
@@ -304,6 +306,7 @@ func (s *Store) hold(key Key, meta Meta, device int, ip netip.Addr, now time.Tim
 	s.allocs[key] = a
 	s.holder[ip] = key
 	delete(s.cooling, ip)
+	s.changes++
 	return a
 }
 
@@ -407,6 +410,7 @@ func (s *Store) HandOver(key Key, meta Meta) (Allocation, error) {
 	prev := a
 	a.Releasing, a.Meta.HostVethIndex = true, meta.HostVethIndex
 	s.allocs[a.Key] = a
+	s.changes++
 	return prev, nil
 }
 
@@ -417,6 +421,7 @@ func (s *Store) UndoHandOver(prev Allocation) {
 	defer s.mu.Unlock()
 	if cur, ok := s.allocs[prev.Key]; ok && cur.IP == prev.IP {
 		s.allocs[prev.Key] = prev
+		s.changes++
 	}
 }
 
@@ -452,6 +457,7 @@ func (s *Store) Finish(a Allocation) bool {
 func (s *Store) drop(a Allocation) {
 	delete(s.allocs, a.Key)
 	delete(s.holder, a.IP)
+	s.changes++
 }
 
 // ReleaseKey frees an allocation by its exact key with a cooldown (the
@@ -497,6 +503,7 @@ func (s *Store) Reinstate(a Allocation) error {
 	s.allocs[a.Key] = a
 	s.holder[a.IP] = a.Key
 	delete(s.cooling, a.IP)
+	s.changes++
 	return nil
 }
 
@@ -519,6 +526,15 @@ func (s *Store) Allocations() []Allocation {
 	}
 	slices.SortFunc(out, func(a, b Allocation) int { return a.IP.Compare(b.IP) })
 	return out
+}
+
+// AllocationsVersion counts the changes to the allocations: while it
+// stays the same, Allocations returns the same list, so a caller that
+// watches them (a checker after every step) need not copy them again.
+func (s *Store) AllocationsVersion() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes
 }
 
 // IsFree reports whether ip belongs to the pool, no pod holds it and it is

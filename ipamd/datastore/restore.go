@@ -31,6 +31,7 @@ func (s *Store) Restore(allocs []Allocation) (kept []Allocation, dropped []Dropp
 		s.allocs[a.Key] = a
 		s.holder[a.IP] = a.Key
 		delete(s.cooling, a.IP)
+		s.changes++
 		kept = append(kept, a)
 	}
 	return kept, dropped

@@ -106,7 +106,6 @@ func (r *run) advance(t time.Duration) {
 func (r *run) tickIpamd() {
 	r.ticked = r.now
 	action, err := r.ipamd.Tick(context.Background())
-	defer r.stepCheck("ipamd's loops")
 	if st := r.ipamd.Datastore().Stats(); err != nil {
 		r.note("t=%s ipamd warm pool: %s failed: %v (pool %d, assigned %d)", r.now, action, err, st.Total, st.Assigned)
 	} else if action != "" {
@@ -119,8 +118,10 @@ func (r *run) tickIpamd() {
 		}
 	}
 	if len(names) == 0 || r.pausing {
+		r.stepCheckUnlessIdle("ipamd's loops")
 		return // (kubelet's retries wait for the ADD in progress)
 	}
+	defer r.stepCheck("ipamd's loops")
 	sort.Strings(names)
 	ran := 0
 	for _, n := range names {

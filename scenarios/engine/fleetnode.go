@@ -29,6 +29,24 @@ type Node struct {
 	// false once something may have moved it.
 	due      time.Duration
 	dueKnown bool
+	// pods caches Running and Pods between the calls that can change a
+	// pod (step, an Advance that runs something, Finish): a fleet asks
+	// every node on every pod it places, and a node's pods include its
+	// whole history.
+	pods podsView
+}
+
+// podsView is what Running and Pods answer, read once per change.
+type podsView struct {
+	known   bool
+	running []PodInfo
+	count   int
+}
+
+// changed forgets what was known of the node's pods and next work.
+func (n *Node) changed() {
+	n.dueKnown = false
+	n.pods.known = false
 }
 
 // NodeConfig describes one node of a fleet.
@@ -139,7 +157,7 @@ func (n *Node) Restart(memory string) error {
 }
 
 func (n *Node) step(what string, ev spec.Event) error {
-	n.dueKnown = false
+	n.changed()
 	err := n.r.event(ev)
 	var na inapplicable
 	if err != nil && !errors.As(err, &na) { // (a delete of a pod already gone: nothing to do)
@@ -165,7 +183,7 @@ func (n *Node) Advance(t time.Duration) {
 	}
 	if n.due >= 0 && n.due <= t || n.due < 0 && n.r.ipamd != nil {
 		n.r.advance(t)
-		n.dueKnown = false
+		n.changed()
 		return
 	}
 	n.r.now = t
@@ -175,31 +193,39 @@ func (n *Node) Advance(t time.Duration) {
 // then ipamd's reconciler passes.
 func (n *Node) Finish() {
 	n.r.finish()
-	n.dueKnown = false
+	n.changed()
 }
 
-// Running lists the pods that hold their address, by name.
+// Running lists the pods that hold their address, by name. The slice is
+// the node's until its next change: callers read it, never write it.
 func (n *Node) Running() []PodInfo {
-	var out []PodInfo
-	for name, p := range n.r.pods {
-		if p.phase == running {
-			out = append(out, n.info(name, p))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	n.readPods()
+	return n.pods.running
 }
 
 // Pods is how many pods the node has that are not gone: running, being
 // deleted, or waiting for kubelet to run them again.
 func (n *Node) Pods() int {
-	c := 0
-	for _, p := range n.r.pods {
+	n.readPods()
+	return n.pods.count
+}
+
+func (n *Node) readPods() {
+	if n.pods.known {
+		return
+	}
+	var live []PodInfo
+	count := 0
+	for name, p := range n.r.pods {
+		if p.phase == running {
+			live = append(live, n.info(name, p))
+		}
 		if p.phase == running || p.phase == terminating || p.wantRun {
-			c++
+			count++
 		}
 	}
-	return c
+	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
+	n.pods = podsView{known: true, running: live, count: count}
 }
 
 // Calls counts the plugin's invocations by CNI command.

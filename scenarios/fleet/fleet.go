@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"sort"
 	"strings"
 	"time"
 
@@ -138,10 +137,12 @@ func Run(f *spec.Fleet, pol policy.Policy, opt Options) (*Result, error) {
 			}
 		}
 	}
-	for range w.nodes {
-		for range f.Pods.PerNode {
-			if err := w.createPod(); err != nil {
-				return nil, err
+	if f.Pods.RampUp.Duration == 0 {
+		for range w.nodes {
+			for range f.Pods.PerNode {
+				if err := w.createPod(); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -244,28 +245,31 @@ func (w *World) close() {
 	}
 }
 
-// schedulable are the nodes a new pod may go to, fewest pods first.
-func (w *World) schedulable() []*node {
-	var out []*node
+// leastLoaded is the node a new pod goes to: of those not draining with
+// room, the one with fewest pods, the first joined on a tie (nil: none).
+func (w *World) leastLoaded() *node {
+	var best *node
+	bestPods := 0
 	for _, n := range w.nodes {
-		if !n.draining && n.Pods() < n.maxPods {
-			out = append(out, n)
+		if n.draining {
+			continue
+		}
+		if c := n.Pods(); c < n.maxPods && (best == nil || c < bestPods) {
+			best, bestPods = n, c
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Pods() < out[j].Pods() })
-	return out
+	return best
 }
 
 // createPod places a new pod on the least loaded node that has room; a
 // full fleet leaves it pending (not counted).
 func (w *World) createPod() error {
-	ns := w.schedulable()
-	if len(ns) == 0 {
+	n := w.leastLoaded()
+	if n == nil {
 		return nil
 	}
 	w.seq++
 	name := fmt.Sprintf("apps/pod-%06d", w.seq)
-	n := ns[0]
 	n.log(w.now, "schedule %s", name)
 	w.res.Pods++
 	return n.Add(name)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -166,5 +167,30 @@ func keepENIs(t *testing.T, n *engine.Node) {
 		}); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// pods.rampUp spreads the first pods over the fleet's first minutes: the
+// warm pools grow ahead of them, so far fewer ADDs fail and are retried
+// than when every pod lands at once on nodes with empty pools.
+func TestRampUpSpreadsTheFirstPods(t *testing.T) {
+	calls := func(f *spec.Fleet) (adds, pods int) {
+		res, err := Run(f, policy.Default{}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Match {
+			t.Fatalf("rampUp %s: %v", f.Pods.RampUp, res.Findings)
+		}
+		return res.Calls["ADD"], res.Pods
+	}
+	at := smallFleet(t, "50")
+	ramped := smallFleet(t, "50")
+	ramped.Pods.RampUp.Duration = 5 * time.Minute
+	addsAt, podsAt := calls(at)
+	addsRamped, podsRamped := calls(ramped)
+	t.Logf("ADDs: %d for %d pods placed at once, %d for %d ramped over 5m", addsAt, podsAt, addsRamped, podsRamped)
+	if addsRamped >= addsAt-podsAt/2 {
+		t.Fatalf("ramped: %d ADDs, at once %d: want far fewer retried ADDs", addsRamped, addsAt)
 	}
 }

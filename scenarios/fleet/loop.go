@@ -10,6 +10,7 @@ type kind int
 
 const (
 	createPod kind = iota
+	rampPod        // one of the first pods of a ramp-up (pods.rampUp)
 	deletePod
 	startDrain
 	endDrain
@@ -67,6 +68,13 @@ func (w *World) loop() error {
 	next(deletePod, f.Pods.DeletePerHour)
 	next(startDrain, f.Drains.PerHour)
 	next(restartIpamd, f.Faults.IpamdRestartsPerHour)
+	if ramp := f.Pods.RampUp.Duration; ramp > 0 {
+		total := time.Duration(len(w.nodes) * f.Pods.PerNode)
+		for i := range total {
+			// ramp*i/total without overflowing: a day is 8.6e13 ns.
+			push(action{at: ramp/total*i + ramp%total*i/total, kind: rampPod})
+		}
+	}
 	for t := sweepEvery; t < f.Duration.Duration; t += sweepEvery {
 		push(action{at: t, kind: sweep})
 	}
@@ -83,6 +91,8 @@ func (w *World) loop() error {
 		case createPod:
 			err = w.createPod()
 			next(createPod, f.Pods.CreatePerHour)
+		case rampPod:
+			err = w.createPod()
 		case deletePod:
 			err = w.deleteRandomPod()
 			next(deletePod, f.Pods.DeletePerHour)

@@ -62,6 +62,11 @@ type PodChurn struct {
 	PerNode       int `json:"perNode"`
 	CreatePerHour int `json:"createPerHour,omitempty"`
 	DeletePerHour int `json:"deletePerHour,omitempty"`
+	// RampUp spreads the first PerNode pods of every node evenly over its
+	// first RampUp, as workloads scaling up do; zero places them all at
+	// the start, on nodes whose warm pools are still empty (each pod's ADD
+	// then fails and is retried until ipamd has grown the pool).
+	RampUp Duration `json:"rampUp,omitempty"`
 }
 
 // Drains are the cluster autoscaler's scale-downs: PerHour drains across
@@ -141,6 +146,9 @@ func (f *Fleet) validate() error {
 	}
 	if f.Pods.PerNode < 0 || f.Pods.CreatePerHour < 0 || f.Pods.DeletePerHour < 0 {
 		return fmt.Errorf("pods: counts and rates cannot be negative")
+	}
+	if f.Pods.RampUp.Duration < 0 || f.Pods.RampUp.Duration >= f.Duration.Duration {
+		return fmt.Errorf("pods.rampUp %s is not between 0 and the duration %s", f.Pods.RampUp, f.Duration)
 	}
 	if err := f.validateDrains(total); err != nil {
 		return err

@@ -53,6 +53,8 @@ func TestParseFleetRefuses(t *testing.T) {
 		{"[clean]", "[clean, leak]", "want [clean] or kinds"},
 		{"[misroute, leak]", "[sideways]", `"sideways"`},
 		{"pods: {perNode: 3}", "pods: {perNode: 3, bogus: 1}", "unknown field"},
+		{"pods: {perNode: 3}", "pods: {perNode: 3, rampUp: 1h}", "pods.rampUp 1h0m0s is not between 0 and the duration"},
+		{"pods: {perNode: 3}", "pods: {perNode: 3, rampUp: -1m}", `duration "-1m" is not between`},
 		{"expect: {default: [clean], ref-v1.11: [misroute, leak]}", "expect: {}", "expect is empty"},
 		{"seed: 1", "seed: 1\ntimeline: [{settle: {}}]", "single-node scenario"},
 	} {

@@ -11,14 +11,21 @@ import (
 const fleetFile = "../../fleets/autoscaler-20-nodes-hour.yaml"
 
 func TestFleet(t *testing.T) {
-	code, out, errs := replay("fleet", "--policy", "ref-v1.11", "--findings", "2", fleetFile)
+	dir := t.TempDir()
+	cpu, heap := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "heap.pprof")
+	code, out, errs := replay("fleet", "--policy", "ref-v1.11", "--findings", "2", "--cpuprofile", cpu, "--memprofile", heap, fleetFile)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	for _, want := range []string{"== autoscaler-20-nodes-hour under ref-v1.11", "MISROUTE: traffic from", "first finding, on node", "its kernel:",
-		"rule 512", "ref-v1.11        20", "as expected"} {
+		"rule 512", "ref-v1.11        20", "as expected", "CNI calls (", "/s), heap", "peak RSS", "(GOGC "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{cpu, heap} {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v (want a non-empty file)", f, err)
 		}
 	}
 }
@@ -51,7 +58,8 @@ func TestFleetJSONAndMismatch(t *testing.T) {
 }
 
 func TestFleetBadInput(t *testing.T) {
-	for _, args := range [][]string{{"fleet"}, {"fleet", "--policy", "nosuch", fleetFile}, {"fleet", lib}, {"fleet", "--seed", "x", fleetFile}} {
+	for _, args := range [][]string{{"fleet"}, {"fleet", "--policy", "nosuch", fleetFile}, {"fleet", lib}, {"fleet", "--seed", "x", fleetFile},
+		{"fleet", "--cpuprofile", "/nonexistent/dir/cpu.pprof", fleetFile}, {"fleet", "--memprofile", "/nonexistent/dir/heap.pprof", fleetFile}} {
 		if code, _, errs := replay(args...); code != exitUsage || errs == "" {
 			t.Errorf("%v: exit %d (%q), want %d with a message", args, code, errs, exitUsage)
 		}
