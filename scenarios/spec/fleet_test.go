@@ -101,3 +101,17 @@ func TestLoadFleet(t *testing.T) {
 		t.Errorf("an unknown key: %v", err)
 	}
 }
+
+// Every fleet of the library loads: the scale probe, which make test does
+// not run, cannot rot unnoticed.
+func TestFleetLibraryLoads(t *testing.T) {
+	files, err := filepath.Glob("../fleets/*.yaml")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("fleets: %v %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := LoadFleet(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
