@@ -189,6 +189,10 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 		}
 		scenarios = append(scenarios, s)
 	}
+	htmlFile, ok := openHTML(*htmlOut, stderr)
+	if !ok {
+		return exitUsage
+	}
 	// The headline first; the rest as given.
 	sort.SliceStable(scenarios, func(i, j int) bool { return scenarios[i].Headline && !scenarios[j].Headline })
 	text := stdout
@@ -253,7 +257,7 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if *htmlOut != "" {
+	if htmlFile != nil {
 		page := &htmlreport.Page{Title: "vpccni scenario replay", Lines: []string{sum.String()}}
 		for _, r := range results {
 			page.AddRun(r)
@@ -261,11 +265,9 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 		for _, j := range replayed {
 			page.AddJournal(j)
 		}
-		if err := page.WriteFile(*htmlOut); err != nil {
-			fmt.Fprintln(stderr, "replay:", err)
+		if !writeHTML(htmlFile, page, text, stderr) {
 			return exitUsage
 		}
-		fmt.Fprintf(text, "report: %s (one page; open it in a browser)\n", *htmlOut)
 	}
 	if !sum.OK() {
 		return exitMismatch

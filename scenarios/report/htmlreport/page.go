@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,21 +189,5 @@ func (p *Page) uniqueID(id string) string {
 
 // Write renders the page.
 func (p *Page) Write(w io.Writer) error { return pageTemplate.Execute(w, p) }
-
-// WriteFile renders the page to path, making its directory if need be.
-func (p *Page) WriteFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
 
 func itoa(n int) string { return strconv.Itoa(n) }
