@@ -240,6 +240,7 @@ fuzz:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags browser ./scenarios/report/htmlreport
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
