@@ -252,11 +252,16 @@ func tokens(line string) map[string]bool {
 
 // leakNames says whether a LEAK finding ("rule 512 to 10.0.2.11/32
 // lookup main (default/web-1, deleted)", "link eni… (veth)", "route
-// 10.0.2.11/32 dev eni… (…)") is about this kernel line: every word of
-// the finding before its parenthesis is one of the line's.
+// 10.0.2.11/32 dev eni… (…)") is about this kernel line: both start with
+// the same word (rule, link, route) and every word of the finding before
+// its parenthesis is one of the line's.
 func leakNames(what, line string) bool {
 	if i := strings.Index(what, " ("); i >= 0 {
 		what = what[:i]
+	}
+	fw, lw := strings.Fields(what), strings.Fields(line)
+	if len(fw) == 0 || len(lw) == 0 || fw[0] != lw[0] {
+		return false
 	}
 	lt := tokens(line)
 	ft := tokens(what)

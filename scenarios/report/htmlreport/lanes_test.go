@@ -71,6 +71,8 @@ func TestLeakNamesMatchesFindingsToKernelLines(t *testing.T) {
 		{"route 10.0.2.11/32 dev eni0761ccbeace (default/web-1, deleted)", "route table main: 10.0.2.11/32 dev eni0761ccbeace scope link", true},
 		{"rule 512 to 10.0.2.11/32 lookup main (default/web-1, deleted)", "rule 512: from all to 10.0.2.12 lookup main", false},
 		{"rule 1536 from 10.0.2.11/32 lookup 2 (x)", "rule 512: from all to 10.0.2.11 lookup main", false},
+		{"link vlan.eth.1 (vlan)", "route table 101: 10.1.0.1/32 dev vlan.eth.1 scope link", false},
+		{"link vlan.eth.1 (vlan)", "link vlan.eth.1 vlan up mtu 9001 vlan 1 parent eth2", true},
 		{"iptables rule nat/AWS-SNAT-CHAIN-0 -d 10.0.0.0/16 -j RETURN", "rule 512: from all to 10.0.0.0/16 lookup main", false},
 	} {
 		if got := leakNames(c.what, c.line); got != c.want {
@@ -96,10 +98,10 @@ func TestBandFollowsIpamd(t *testing.T) {
 }
 
 // TestEveryLeakedObjectIsDrawnRed: in every mode and under every policy
-// of two eviction scenarios, each LEAK finding about a kernel object
+// of two eviction scenarios and a branch-ENI one (VLAN links, iif rules), each LEAK finding about a kernel object
 // (rule, link, route) is drawn as one red bar, and a clean cell has none.
 func TestEveryLeakedObjectIsDrawnRed(t *testing.T) {
-	for _, f := range []string{"../../library/autoscaler-evicts-aws-node.yaml", "../../library/aws-node-evicted-for-good.yaml"} {
+	for _, f := range []string{"../../library/autoscaler-evicts-aws-node.yaml", "../../library/aws-node-evicted-for-good.yaml", "../../library/sgp-recreated-same-name.yaml"} {
 		s, err := spec.Load(f)
 		if err != nil {
 			t.Fatal(err)

@@ -70,7 +70,7 @@ func render(d drawing) svgView {
 	}
 	for _, l := range d.Lanes {
 		v.Shapes = append(v.Shapes,
-			shape{Tag: "rect", X: 0, Y: y, W: v.Width, H: laneHeader + float64(len(l.Rows))*rowHeight + 4, Class: "lane", Pod: l.Pod},
+			shape{Tag: "rect", X: 0, Y: y, W: v.Width, H: laneHeader + float64(l.tracks())*rowHeight + 4, Class: "lane", Pod: l.Pod},
 			shape{Tag: "text", X: 4, Y: y + 14, Class: "podname", Text: l.Pod, Pod: l.Pod})
 		perColumn := map[int]int{} // marks in one step stand side by side
 		for _, m := range l.Marks {
@@ -84,20 +84,12 @@ func render(d drawing) svgView {
 		y += laneHeader
 		for _, r := range l.Rows {
 			v.Shapes = append(v.Shapes, shape{Tag: "text", X: 16, Y: y + 11, Class: "rowname", Text: r.Class})
-			for _, b := range r.Bars {
-				cls := "obj"
-				title := b.Line
-				switch {
-				case b.Leaked:
-					cls += " leaked"
-					title += "\n" + b.Finding
-				case b.Outlived:
-					cls += " alive"
+			for _, track := range tracks(r.Bars) {
+				for _, b := range track {
+					v.Shapes = append(v.Shapes, barShape(b, y, l.Pod, r.Class))
 				}
-				v.Shapes = append(v.Shapes, shape{Tag: "rect", X: colX(b.From) + 2, Y: y + 2, W: colX(b.To) - colX(b.From) - 4, H: barHeight,
-					Class: cls, Title: title, Pod: l.Pod, Kind: r.Class})
+				y += rowHeight
 			}
-			y += rowHeight
 		}
 		y += gap
 	}
@@ -117,4 +109,45 @@ func markShape(m laneMark, y float64, pod string, nth int) shape {
 		return shape{Tag: "circle", X: x, Y: y + 10, R: 5, Class: "mark add " + ok, Title: m.Text, Pod: pod, Kind: "add"}
 	}
 	return shape{Tag: "path", D: fmt.Sprintf("M%.0f %.0f l6 6 l-6 6 l-6 -6 z", x, y+4), Class: "mark del " + ok, Title: m.Text, Pod: pod, Kind: "del"}
+}
+
+// tracks stacks a row's bars so that none hides another: the same object
+// made again while an earlier one of it lives (a leaked VLAN link and the
+// new sandbox's) goes on the next track.
+func tracks(bars []bar) [][]bar {
+	var out [][]bar
+next:
+	for _, b := range bars {
+		for i, t := range out {
+			if t[len(t)-1].To <= b.From {
+				out[i] = append(t, b)
+				continue next
+			}
+		}
+		out = append(out, []bar{b})
+	}
+	return out
+}
+
+// tracks is how many tracks the lane's rows take.
+func (l lane) tracks() int {
+	n := 0
+	for _, r := range l.Rows {
+		n += len(tracks(r.Bars))
+	}
+	return n
+}
+
+func barShape(b bar, y float64, pod, class string) shape {
+	cls := "obj"
+	title := b.Line
+	switch {
+	case b.Leaked:
+		cls += " leaked"
+		title += "\n" + b.Finding
+	case b.Outlived:
+		cls += " alive"
+	}
+	return shape{Tag: "rect", X: colX(b.From) + 2, Y: y + 2, W: colX(b.To) - colX(b.From) - 4, H: barHeight,
+		Class: cls, Title: title, Pod: pod, Kind: class}
 }
