@@ -373,12 +373,6 @@ func (r *run) close() {
 	os.RemoveAll(r.tmp)
 }
 
-// Scenario files name failpoints; every component that registers them is
-// linked here.
-func init() {
-	spec.FailpointKnown = func(n string) bool { return failpoint.Known(failpoint.Name(n)) }
-}
-
 // scratchDir is where a run keeps its socket, checkpoint and CNI cache:
 // memory (/dev/shm) where there is some, so the checkpoint's fsyncs cost
 // nothing; a simulated crash keeps the page cache anyway.
