@@ -211,17 +211,3 @@ func (d *Driver) teardownBranchAddr(host kernel.API, a netip.Addr, table int, ro
 	}
 	return errors.Join(errs...)
 }
-
-// routeIn is the route for exactly the prefix in one table, if any.
-func routeIn(host kernel.API, p netip.Prefix, table int) (*kernel.Route, error) {
-	routes, err := host.RouteList(family(p.Addr()), table)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range routes {
-		if samePrefix(r.Dst, p) {
-			return &r, nil
-		}
-	}
-	return nil, nil
-}
