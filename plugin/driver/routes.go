@@ -7,11 +7,12 @@ import (
 	"net/netip"
 
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // routeIn is the route for exactly the prefix in one table, if any.
 func routeIn(host kernel.API, p netip.Prefix, table int) (*kernel.Route, error) {
-	routes, err := host.RouteList(family(p.Addr()), table)
+	routes, err := host.RouteList(ownership.Family(p.Addr()), table)
 	if err != nil {
 		return nil, err
 	}
