@@ -164,9 +164,10 @@ type run struct {
 type Options struct {
 	// Log receives ipamd's and the plugin's logs (nil: discarded).
 	Log *slog.Logger
-	// DriverHook is called before every driver step (driver.WithStepHook):
-	// tests use it to remove a step and watch the invariants catch it.
-	DriverHook func(step string) error
+	// SkipSteps are driver steps left out of every setup and teardown
+	// (driver.SkipSteps, on the run's failpoints): tests remove a step and
+	// watch the invariants catch it.
+	SkipSteps []string
 	// Quiet skips the kernel snapshots of the timeline (the explorer runs
 	// thousands of schedules and reads only the verdict).
 	Quiet bool
@@ -318,10 +319,11 @@ func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at 
 		ns, name, _ := strings.Cut(p.Name, "/")
 		r.pods[p.Name] = &pod{spec: p, ns: ns, name: name, device: p.Device}
 	}
-	drv := driver.New(log).WithFailpoints(r.fp)
-	if opt.DriverHook != nil {
-		drv = drv.WithStepHook(opt.DriverHook)
+	if err := driver.SkipSteps(r.fp, opt.SkipSteps...); err != nil {
+		r.close()
+		return nil, err
 	}
+	drv := driver.New(log).WithFailpoints(r.fp)
 	r.exec = &inprocExec{policy: pol, calls: map[string]int{}}
 	env := plugin.Env{
 		Kernel:     r.kern.Opener(nodeNS),
