@@ -416,14 +416,7 @@ func (r *run) startIpamd(memory string) error {
 		prof.Reconcile = false
 	}
 	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
-		Placement: func(ns, name string) (int, bool) {
-			p, ok := r.pods[ns+"/"+name]
-			if !ok || p.unpinned {
-				return 0, false
-			}
-			return p.device, true
-		},
-		Kernel: r.node, HostNAT: r.hostNAT(), Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Kernel: r.node, HostNAT: r.hostNAT(), Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Cooldown: datastore.DefaultCooldown, Now: r.clock,
 		ReconcileGrace: grace, ReconcileInterval: interval,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
@@ -439,7 +432,14 @@ func (r *run) startIpamd(memory string) error {
 		r.badConfig = false
 		cfg.ReconcileInterval = -time.Second // refused: out of its range
 	}
-	d, err := ipamd.New(cfg)
+	place := func(ns, name string) (int, bool) {
+		p, ok := r.pods[ns+"/"+name]
+		if !ok || p.unpinned {
+			return 0, false
+		}
+		return p.device, true
+	}
+	d, err := ipamd.New(cfg, ipamd.WithPlacement(place), ipamd.WithFailpoints(r.fp), ipamd.WithManualLoops())
 	if err == nil {
 		err = d.Start()
 	}
