@@ -41,7 +41,9 @@ say go "found $(command -v "$GO") ($("$GO" env GOVERSION))"
 # Debian's containerd 1.6 (nothing starts by itself: there is no systemd).
 # podman (4.3, with conmon and containers-common; runc is its OCI runtime)
 # is the e2e suite's strict libcni caller: its spec-format specs run it.
-apt_tools="protoc:protobuf-compiler ip:iproute2 containerd:containerd runc:runc iptables:iptables podman:podman"
+# chromium is the html suite's real browser: it opens replay's HTML report
+# headless (through chromedp) and checks what it shows.
+apt_tools="protoc:protobuf-compiler ip:iproute2 containerd:containerd runc:runc iptables:iptables podman:podman chromium:chromium"
 need_pkgs=()
 for t in $apt_tools; do
 	command -v "${t%%:*}" >/dev/null || need_pkgs+=("${t##*:}")

@@ -67,6 +67,7 @@ func (r *run) event(ev spec.Event) error {
 			r.ipamd.Kill()
 			r.ipamd = nil
 			r.note("ipamd killed; its socket is left behind (connection refused)")
+			r.markIpamdDown("evicted")
 		case r.restartAt >= 0:
 			r.restartAt = -1 // it had crashed: evicted, kubelet no longer restarts it
 			r.note("aws-node, down after a crash, is evicted: it stays down")
@@ -88,6 +89,7 @@ func (r *run) event(ev spec.Event) error {
 		if r.ipamd != nil {
 			r.ipamd.Kill()
 			r.ipamd = nil
+			r.markIpamdDown("crashed")
 		}
 		r.badConfig = ev.BadConfig
 		return r.startIpamd(memoryOf(ev))
@@ -208,7 +210,10 @@ func (r *run) add(ref spec.PodRef) error {
 			r.note("t=%s ADD %s failed: %v; the runtime tears the sandbox down, kubelet retries", r.now, ref.Name, err)
 		}
 		p.phase, p.wantRun = pending, true
-		if derr := r.del(p, p.netns); derr != nil {
+		r.mark(Mark{Kind: MarkAdd, Pod: ref.Name, Text: err.Error()})
+		derr := r.del(p, p.netns)
+		r.markDel(ref.Name, derr)
+		if derr != nil {
 			// A sandbox whose network it could not tear down the runtime
 			// keeps, not ready, with its namespace; kubelet stops it again
 			// (retried with back-off) before it runs the pod's next one.
@@ -245,6 +250,7 @@ func (r *run) add(ref spec.PodRef) error {
 	if r.onHold != nil {
 		r.onHold(ref.Name, p, true)
 	}
+	r.mark(Mark{Kind: MarkAdd, Pod: ref.Name, IP: p.ip.String(), HostVeth: p.hostVeth, Vlan: p.vlan, OK: true})
 	if p.quiet {
 		return nil
 	}
@@ -290,6 +296,7 @@ func (r *run) tryDel(name string, p *pod) {
 	p.attempts++
 	defer r.stepCheck(fmt.Sprintf("DEL %s attempt %d", name, p.attempts))
 	err := r.del(p, p.netns)
+	r.markDel(name, err)
 	what := r.delOutcome(err)
 	if err == nil {
 		r.note("t=%s DEL %s attempt %d: %s", r.now, name, p.attempts, what)

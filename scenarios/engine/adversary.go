@@ -90,6 +90,7 @@ func (r *run) lateDel(name string) error {
 	old := *p
 	old.containerID = sandboxID(p, n)
 	err := r.del(&old, "")
+	r.markDel(name, err)
 	r.note("t=%s late second DEL of %s's sandbox %s (empty netns, no prevResult): %s", r.now, name, old.containerID, r.delOutcome(err))
 	return nil
 }

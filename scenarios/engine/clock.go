@@ -149,6 +149,7 @@ func (r *run) watchIpamd() {
 		return
 	}
 	r.ipamd = nil
+	r.markIpamdDown("crashed at a failpoint")
 	r.restartAt = r.now + crashBackoff
 	r.note("t=%s ipamd crashed; kubelet restarts it in %s, checkpoint %s", r.now, crashBackoff, r.restartMemory)
 }

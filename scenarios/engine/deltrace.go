@@ -33,6 +33,9 @@ type delTrace struct {
 	tornDown  bool // a teardown was attempted
 	err       error
 	killed    string // the failpoint the plugin died at
+	// answer is ipamd's last answer in a word or two ("released
+	// 10.0.1.5", "unknown pod", "unreachable"; "" when not asked).
+	answer string
 }
 
 // ipamdAnswer records a DelNetwork call and ipamd's answer.
@@ -61,6 +64,7 @@ func (t *delTrace) ipamdAnswer(reply *rpc.DelNetworkReply, err error) {
 	default:
 		what = "error (" + status.Convert(err).Message() + ")"
 	}
+	t.answer = what
 	t.acts = append(t.acts, "ipamd: "+what)
 }
 
@@ -162,7 +166,7 @@ func (tr *tracing) dialer(inner plugin.Dialer) plugin.Dialer {
 		c, closer, err := inner(target)
 		if err != nil {
 			if tr.cur != nil {
-				tr.cur.asked = true
+				tr.cur.asked, tr.cur.answer = true, "unreachable"
 				tr.cur.acts = append(tr.cur.acts, fmt.Sprintf("ipamd: unreachable (%v)", err))
 			}
 			return nil, nil, err

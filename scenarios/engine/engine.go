@@ -73,6 +73,9 @@ type Result struct {
 	Audit []audit.Finding `json:"audit,omitempty"`
 	Match bool            `json:"match"`
 	Steps []Step          `json:"steps"`
+	// Marks are the run's ADDs, DEL attempts and ipamd's ups and downs
+	// (none in quiet runs), for pictures of the timeline.
+	Marks []Mark `json:"marks,omitempty"`
 	// Hits counts how often each failpoint was reached (the explorer
 	// enumerates occurrences from it).
 	Hits map[string]int `json:"hits,omitempty"`
@@ -136,6 +139,7 @@ type run struct {
 	vlanSeq       int
 	steps         []Step
 	cur           *Step
+	marks         []Mark
 	log           *slog.Logger
 	// foreign are another agent's rules, planted before the first event.
 	foreign []kernel.Rule
@@ -229,7 +233,7 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 	vs = append(vs, disagree...)
 	r.end()
 	res := &Result{Scenario: s.Name, Incident: s.Incident, KnownLimit: s.KnownLimit, File: s.File, Mode: mode, Policy: pol.Name(), Expected: expected,
-		Violations: vs, Kinds: invariant.Kinds(vs), Audit: findings, Steps: r.steps, Verdict: "clean", Hits: map[string]int{}}
+		Violations: vs, Kinds: invariant.Kinds(vs), Audit: findings, Steps: r.steps, Marks: r.marks, Verdict: "clean", Hits: map[string]int{}}
 	for n, c := range r.fp.Hits() {
 		res.Hits[string(n)] = c
 	}
@@ -458,6 +462,7 @@ func (r *run) startIpamd(memory string) error {
 	r.ticked = r.now
 	r.restartAt = -1
 	r.note("ipamd started, checkpoint %s: %d allocations", memory, len(d.Allocations()))
+	r.mark(Mark{Kind: MarkIpamd, Ipamd: "up", Memory: memory, Text: fmt.Sprintf("%d allocations", len(d.Allocations()))})
 	return nil
 }
 

@@ -46,6 +46,9 @@ Flags:
   --no-shrink           count only; write no counterexamples
   --json FILE           write every outcome as JSON ("-": stdout, which then
                         carries only the JSON)
+  --html FILE           also write one self-contained HTML page: the matrix
+                        as a heat map (policy × mode), each shrunk
+                        counterexample linked and replayed as a timeline
   --shard K/N           run only the schedules whose index is K-1 modulo N,
                         for running one exploration on N machines (with
                         --random, bounded by --schedules only); their --json
@@ -110,6 +113,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "")
 	noShrink := fs.Bool("no-shrink", false, "")
 	jsonOut := fs.String("json", "", "")
+	htmlOut := fs.String("html", "", "")
 	random := fs.Bool("random", false, "")
 	seed := fs.String("seed", "", "")
 	schedules := fs.Int("schedules", 0, "")
@@ -122,13 +126,17 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	if *htmlOut != "" && *noShrink {
+		fmt.Fprintln(stderr, "replay explore: --html draws the shrunk counterexamples: not with --no-shrink")
+		return exitUsage
+	}
 	if *random {
 		if *actions != "" || *memories != "" || *maxOcc != 0 || fs.NArg() != 0 {
 			fmt.Fprintln(stderr, "replay explore --random: takes no template, --action, --memory or --max-occurrences (it draws them)")
 			return exitUsage
 		}
 		return runRandom(randomFlags{seed: *seed, schedules: *schedules, duration: *forDur, modes: list(*modes),
-			policies: list(*pols), workers: *workers, out: *out, noShrink: *noShrink, json: *jsonOut, shard: shard}, stdout, stderr)
+			policies: list(*pols), workers: *workers, out: *out, noShrink: *noShrink, json: *jsonOut, html: *htmlOut, shard: shard}, stdout, stderr)
 	}
 	if *seed != "" || *schedules != 0 || *forDur != 0 {
 		fmt.Fprintln(stderr, "replay explore: --seed, --schedules and --for go with --random")
@@ -163,6 +171,11 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	htmlFile, ok := openHTML(*htmlOut, stderr)
+	if !ok {
+		return exitUsage
+	}
+	page := newExplorePage(htmlFile, "vpccni explore: "+t.Name)
 	text := stdout
 	if *jsonOut == "-" {
 		text = io.Discard
@@ -186,7 +199,8 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 	}
 	took := time.Since(start)
 	printMatrix(text, rep.Matrix())
-	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s)%s\n", rep.Schedules, took.Round(time.Millisecond), float64(rep.Schedules)/took.Seconds(), shardNote(rep.Shard, len(scheds)))
+	summary := fmt.Sprintf("%d schedules in %s (%.0f/s)%s", rep.Schedules, took.Round(time.Millisecond), float64(rep.Schedules)/took.Seconds(), shardNote(rep.Shard, len(scheds)))
+	fmt.Fprintf(text, "\n%s\n", summary)
 	if !*noShrink {
 		for _, o := range rep.Failures() {
 			f, err := explore.Shrink(t, o)
@@ -200,6 +214,7 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 				return exitUsage
 			}
 			fmt.Fprintf(text, "  %-14s %s -> %s (%d events, %d pods)\n", o.Verdict, o.Schedule, path, len(f.Timeline), len(f.Pods))
+			page.add(o.Verdict, o.Schedule.String(), path, f, o.Mode, o.Policy)
 		}
 	}
 	if *jsonOut != "" {
@@ -207,6 +222,9 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "replay explore:", err)
 			return exitUsage
 		}
+	}
+	if !page.write(rep.Matrix(), []string{"template " + t.File, summary}, text, stderr) {
+		return exitUsage
 	}
 	for _, o := range rep.Outcomes {
 		if o.Policy == "default" && o.Failed() {

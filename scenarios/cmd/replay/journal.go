@@ -12,6 +12,7 @@ import (
 	"github.com/vpccni/vpccni/scenarios/playback"
 	"github.com/vpccni/vpccni/scenarios/policy"
 	"github.com/vpccni/vpccni/scenarios/report"
+	"github.com/vpccni/vpccni/scenarios/report/htmlreport"
 )
 
 const journalUsage = `Usage:
@@ -48,6 +49,10 @@ Flags:
                   invariants')
   --json FILE     also write the reports as JSON to FILE ("-": stdout, which
                   then carries only the JSON)
+  --html FILE     also write one self-contained HTML page: per journal a
+                  timeline of the node's kernel objects (a column per
+                  invocation, a lane per pod), each DEL with ipamd's
+                  answer, leaks in colour with their findings
   --quiet         leave out each invocation's kernel diff
   --verbose       include the plugin's log (stderr)
 
@@ -59,6 +64,7 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay journal", flag.ContinueOnError)
 	pol := fs.String("policy", "default", "")
 	jsonOut := fs.String("json", "", "")
+	htmlOut := fs.String("html", "", "")
 	quiet := fs.Bool("quiet", false, "")
 	verbose := fs.Bool("verbose", false, "")
 	if code, ok := parseFlags(fs, args, func(w io.Writer) { fmt.Fprint(w, journalUsage) }, stdout, stderr); !ok {
@@ -76,6 +82,10 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	opt := playback.Options{Policy: p}
 	if *verbose {
 		opt.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	htmlFile, ok := openHTML(*htmlOut, stderr)
+	if !ok {
+		return exitUsage
 	}
 	text := stdout
 	if *jsonOut == "-" {
@@ -99,6 +109,15 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	if *jsonOut != "" {
 		if err := writeJournalJSON(*jsonOut, stdout, fs.Args(), reports); err != nil {
 			fmt.Fprintln(stderr, "replay journal:", err)
+			return exitUsage
+		}
+	}
+	if htmlFile != nil {
+		page := &htmlreport.Page{Title: "vpccni journal replay, policy " + p.Name()}
+		for i, r := range reports {
+			page.AddJournal(report.JournalRun{File: fs.Arg(i), Report: r})
+		}
+		if !writeHTML(htmlFile, page, text, stderr) {
 			return exitUsage
 		}
 	}

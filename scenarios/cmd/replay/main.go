@@ -18,6 +18,7 @@ import (
 	"github.com/vpccni/vpccni/scenarios/playback"
 	"github.com/vpccni/vpccni/scenarios/policy"
 	"github.com/vpccni/vpccni/scenarios/report"
+	"github.com/vpccni/vpccni/scenarios/report/htmlreport"
 	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
@@ -78,6 +79,10 @@ Flags:
                   %s; a journal has mode "journal")
   --json FILE     also write the results as JSON to FILE ("-" for stdout, which
                   then carries only the JSON): runs, journals, summary
+  --html FILE     also write the report as one self-contained HTML page:
+                  per cell a timeline of the node's kernel objects, a lane
+                  per pod, ipamd's ups and downs, each DEL with ipamd's
+                  answer, leaks and misroutes in colour with their findings
   --quiet         print only the table and the total line
   --verbose       include ipamd's and the plugin's logs (stderr)
 
@@ -140,6 +145,7 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 	pol := fs.String("policy", "", "")
 	mode := fs.String("mode", "", "")
 	jsonOut := fs.String("json", "", "")
+	htmlOut := fs.String("html", "", "")
 	quiet := fs.Bool("quiet", false, "")
 	verbose := fs.Bool("verbose", false, "")
 	if code, ok := parseFlags(fs, args, usage, stdout, stderr); !ok {
@@ -182,6 +188,10 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		scenarios = append(scenarios, s)
+	}
+	htmlFile, ok := openHTML(*htmlOut, stderr)
+	if !ok {
+		return exitUsage
 	}
 	// The headline first; the rest as given.
 	sort.SliceStable(scenarios, func(i, j int) bool { return scenarios[i].Headline && !scenarios[j].Headline })
@@ -244,6 +254,18 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, stdout, results, replayed); err != nil {
 			fmt.Fprintln(stderr, "replay:", err)
+			return exitUsage
+		}
+	}
+	if htmlFile != nil {
+		page := &htmlreport.Page{Title: "vpccni scenario replay", Lines: []string{sum.String()}}
+		for _, r := range results {
+			page.AddRun(r)
+		}
+		for _, j := range replayed {
+			page.AddJournal(j)
+		}
+		if !writeHTML(htmlFile, page, text, stderr) {
 			return exitUsage
 		}
 	}

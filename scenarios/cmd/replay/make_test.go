@@ -13,8 +13,9 @@ import (
 const repoRoot = "../../.."
 
 // replayRecipe is the command line of `make replay`: its one recipe line,
-// the replay arguments with the globs expanded and REPLAY_FLAGS empty.
-func replayRecipe(t *testing.T) []string {
+// the replay arguments with the globs expanded, REPLAY_FLAGS empty and the
+// page written to html.
+func replayRecipe(t *testing.T, html string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
 	if err != nil {
@@ -34,11 +35,11 @@ func replayRecipe(t *testing.T) []string {
 	}
 	// One command: the journals' report is part of the scenarios', so the
 	// output ends on the table and the total line.
-	const prefix = "$(GO) run ./scenarios/cmd/replay run $(REPLAY_FLAGS) "
+	const prefix = "$(GO) run ./scenarios/cmd/replay run $(REPLAY_FLAGS) --html $(BIN)/replay.html "
 	if len(recipe) != 1 || !strings.HasPrefix(recipe[0], prefix) {
 		t.Fatalf("make replay's recipe is %q, want one line %q…", recipe, prefix)
 	}
-	args := []string{"run"}
+	args := []string{"run", "--html", html}
 	for _, pat := range strings.Fields(strings.TrimPrefix(recipe[0], prefix)) {
 		files, err := filepath.Glob(filepath.Join(repoRoot, pat))
 		if err != nil || len(files) == 0 {
@@ -56,7 +57,8 @@ func TestMakeReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole library: not in -short")
 	}
-	args := replayRecipe(t)
+	page := filepath.Join(t.TempDir(), "bin", "replay.html")
+	args := replayRecipe(t, page)
 	if !strings.HasSuffix(args[len(args)-1], ".jsonl") {
 		t.Fatalf("make replay replays no journal: %q", args)
 	}
@@ -68,6 +70,13 @@ func TestMakeReplay(t *testing.T) {
 		t.Errorf("make replay starts with %q, not the headline", first)
 	}
 	rows, total := tableRows(t, out)
+	// The page is written and its path is the last line.
+	if last := lines(out)[len(lines(out))-1]; last != "report: "+page+" (one page; open it in a browser)" {
+		t.Errorf("make replay ends on %q, not the page's path", last)
+	}
+	if fi, err := os.Stat(page); err != nil || fi.Size() == 0 {
+		t.Errorf("make replay wrote no page: %v", err)
+	}
 	if !strings.HasPrefix(rows[0], "autoscaler-evicts-aws-node ") || !strings.Contains(rows[0], " default ") {
 		t.Errorf("the table starts with %q, not the headline under default", rows[0])
 	}

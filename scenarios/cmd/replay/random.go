@@ -23,7 +23,7 @@ type randomFlags struct {
 	duration        time.Duration
 	modes, policies []string
 	workers         int
-	out, json       string
+	out, json, html string
 	noShrink        bool
 	shard           explore.Shard
 }
@@ -68,6 +68,11 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	htmlFile, ok := openHTML(f.html, stderr)
+	if !ok {
+		return exitUsage
+	}
+	page := newExplorePage(htmlFile, fmt.Sprintf("vpccni explore --random, seed %d", opt.Seed))
 	text := stdout
 	if f.json == "-" {
 		text = io.Discard
@@ -83,7 +88,8 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	printMatrix(text, rep.Matrix)
-	fmt.Fprintf(text, "\n%d schedules in %s (%.0f/s), seed %d%s\n", rep.Schedules, rep.Took.Round(time.Millisecond), rep.PerSecond(), rep.Seed, shardNote(rep.Shard, rep.Of))
+	summary := fmt.Sprintf("%d schedules in %s (%.0f/s), seed %d%s", rep.Schedules, rep.Took.Round(time.Millisecond), rep.PerSecond(), rep.Seed, shardNote(rep.Shard, rep.Of))
+	fmt.Fprintf(text, "\n%s\n", summary)
 	for _, o := range rep.Failures {
 		if o.Error != "" {
 			// The engine could not run a generated schedule: the harness's
@@ -108,6 +114,7 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 				return exitUsage
 			}
 			fmt.Fprintf(text, "  %-14s schedule %d (%s, %s) -> %s (%d events, %d pods)\n", o.Verdict, o.Index, o.Mode, o.Policy, path, len(s.Timeline), len(s.Pods))
+			page.add(o.Verdict, fmt.Sprintf("schedule %d (%s, %s)", o.Index, o.Mode, o.Policy), path, s, o.Mode, o.Policy)
 		}
 	}
 	if f.json != "" {
@@ -115,6 +122,9 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "replay explore:", err)
 			return exitUsage
 		}
+	}
+	if !page.write(rep.Matrix, []string{summary}, text, stderr) {
+		return exitUsage
 	}
 	if rep.Failed() {
 		return exitMismatch

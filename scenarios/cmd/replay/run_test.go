@@ -22,6 +22,9 @@ func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"),
 func tableRows(t *testing.T, out string) (rows []string, total string) {
 	t.Helper()
 	ls := lines(out)
+	if n := len(ls); n > 0 && strings.HasPrefix(ls[n-1], "report: ") {
+		ls = ls[:n-1] // the HTML page's path, after the total
+	}
 	for i, l := range ls {
 		if strings.HasPrefix(l, "SCENARIO ") {
 			return ls[i+1 : len(ls)-1], ls[len(ls)-1]
