@@ -9,7 +9,7 @@ GINKGO  := $(GO) tool ginkgo $(if $(CI),--no-color)
 
 # Packages whose tests need no root and no kernel (everything but the
 # real-kernel suites, the containerd e2e suite and bench/).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testns -e /internal/refcni -e /ipamd/reconcile/realkernel -e /e2e -e /bench/ -e /scenarios/explore/budget)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/suite -e /kernel/linux -e /internal/testsupport/testns -e /internal/testsupport/refcni -e /ipamd/reconcile/realkernel -e /e2e -e /bench/ -e /scenarios/explore/budget)
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
         verify-generated tools deps clean image kind-up kind-load kind-down bench \
@@ -107,7 +107,7 @@ scenarios:
 ## lacks (VLAN links) are skipped, with the reason.
 kernel-real: $(TESTSUMMARY)
 	@mkdir -p $(REPORTS)
-	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testns/... ./internal/refcni/... ./ipamd/reconcile/realkernel/...
+	$(GOTEST) -count=1 ./kernel/linux/... ./internal/testsupport/testns/... ./internal/testsupport/refcni/... ./ipamd/reconcile/realkernel/...
 
 ## integration: real binaries, real gRPC, network namespaces (root). Its
 ## interop specs run the reference plugin ($(VPCCNI_REFCNI), make tools)

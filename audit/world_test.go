@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"

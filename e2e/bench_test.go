@@ -14,7 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/benchstat"
+	"github.com/vpccni/vpccni/internal/testsupport/benchstat"
 )
 
 // runs is BENCH_CRI_RUNS (default 20).

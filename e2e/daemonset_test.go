@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vpccni/vpccni/internal/kubecluster"
+	"github.com/vpccni/vpccni/internal/testsupport/kubecluster"
 )
 
 // A DaemonSet node is a kubelet node on which ipamd is not the suite's

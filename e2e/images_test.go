@@ -13,7 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/ociimage"
+	"github.com/vpccni/vpccni/internal/testsupport/ociimage"
 )
 
 // vpccni's two node images, as deploy/Dockerfile lays them out, assembled

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vpccni/vpccni/internal/kubecluster"
+	"github.com/vpccni/vpccni/internal/testsupport/kubecluster"
 )
 
 // A kubelet node is a containerd 2.4 node (its ENIs as buildNode makes

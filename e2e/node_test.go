@@ -17,16 +17,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/simnode"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/ipamd/introspect"
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/kernel/linux"
 )
 
 // node is a simulated EKS node, built as the integration suite builds it:
 // a node namespace with veth stand-ins for the ENIs and ipamd running in
 // it (--cloud memory). containerd is added by startContainerd.
 type node struct {
+	sim       *simnode.Node
 	ns        *testns.NS
 	dir       string
 	sock      string
@@ -62,8 +63,8 @@ const (
 	podman43     = "podman 4.3"
 )
 
-func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
-func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect.sock") }
+func (n *node) checkpoint() string     { return n.sim.Checkpoint() }
+func (n *node) introspectSock() string { return n.sim.IntrospectSock() }
 
 // newNode builds the node namespace (ENIs eth0 and eth1: veth pairs, since
 // this kernel has no dummy links, with their peers beside them so they
@@ -83,15 +84,12 @@ func newNodeFor(plugin, instanceType string, ipamdArgs ...string) *node {
 
 // buildNode builds the node n describes (its plugin and runtime).
 func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
+	// Short: containerd's socket path must fit in a sockaddr_un. ipamd's
+	// metrics (and containerd's stream server) listen on the node's own
+	// loopback, which simnode brings up.
+	n.sim = simnode.New("vpccni-e2e-node", "vpccni-e2e-")
+	n.ns, n.dir, n.sock, n.host = n.sim.NS, n.sim.Dir, n.sim.Sock, n.sim.Host
 	var err error
-	n.ns, err = testns.New("vpccni-e2e-node")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.ns.Close() })
-	// Short: containerd's socket path must fit in a sockaddr_un.
-	n.dir, err = os.MkdirTemp("", "vpccni-e2e-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { os.RemoveAll(n.dir) })
-	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
 	n.pluginLog = filepath.Join(n.dir, "plugin.log")
 	if n.runtime == containerd24 && !n.daemonSet {
 		n.journal = filepath.Join(n.dir, "journal.jsonl")
@@ -108,15 +106,6 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 			}
 		}
 	})
-	n.host, err = linux.Opener{}.Open(n.ns.Path())
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.host.Close() })
-
-	// ipamd's metrics (and containerd's stream server) listen on the
-	// node's own loopback.
-	Expect(n.host.LinkSetUp("lo")).To(Succeed())
-	Expect(testns.PlugENIs(n.host)).To(Succeed())
-
 	if !n.daemonSet {
 		n.startIpamd(instanceType, ipamdArgs...)
 	}
@@ -126,40 +115,15 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	return n
 }
 
-// startIpamd runs ipamd inside the node namespace (a child inherits the
-// namespace of the locked thread that forks it). Its socket, checkpoint,
-// introspection (a Unix socket, reachable from the test's namespace) and
-// metrics (the node namespace's loopback) are the node's own, never the
-// machine's defaults.
+// startIpamd runs ipamd inside the node namespace, as the integration
+// suite does (simnode.StartIpamd: the node's own socket, checkpoint,
+// introspection and metrics; killed when the spec ends), its output to
+// the node's ipamd log.
 func (n *node) startIpamd(instanceType string, extra ...string) {
 	n.instanceType, n.ipamdArgs = instanceType, extra
-	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType,
-		"--checkpoint", n.checkpoint(), "--introspection-address", "unix:" + n.introspectSock(),
-		"--metrics-address", "127.0.0.1:61678"}, extra...)
-	cmd := exec.Command(filepath.Join(binDir, "ipamd"), args...)
-	// A killed ipamd leaves its sockets behind: the wait below must not
-	// mistake them for the new one's.
-	os.Remove(n.sock)
-	os.Remove(n.introspectSock())
-	cmd.Stdout, cmd.Stderr = n.ipamdLog, n.ipamdLog
-	Expect(n.ns.Do(cmd.Start)).To(Succeed())
+	cmd := exec.Command(filepath.Join(binDir, "ipamd"), n.sim.IpamdArgs(instanceType, extra...)...)
 	n.ipamd = cmd
-	DeferCleanup(func() {
-		if n.ipamd == cmd {
-			cmd.Process.Kill()
-			cmd.Wait()
-			n.ipamd = nil
-		}
-	})
-	Eventually(func() error {
-		c, err := net.Dial("unix", n.introspectSock())
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "ipamd's introspection socket")
-	_, err := os.Stat(n.sock)
-	Expect(err).NotTo(HaveOccurred(), "ipamd's socket")
+	n.sim.StartIpamd(cmd, n.ipamdLog)
 }
 
 // evictIpamd is what the autoscaler's eviction of aws-node does to ipamd.

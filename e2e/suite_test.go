@@ -22,7 +22,7 @@
 package e2e
 
 import (
-	"github.com/vpccni/vpccni/internal/ociimage"
+	"github.com/vpccni/vpccni/internal/testsupport/ociimage"
 
 	"fmt"
 	"os"
@@ -35,7 +35,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 )
 
 func TestE2E(t *testing.T) {

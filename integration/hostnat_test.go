@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vpccni/vpccni/hostnat"
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 )
 

@@ -16,7 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/refcni"
+	"github.com/vpccni/vpccni/internal/testsupport/refcni"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -27,7 +27,7 @@ import (
 // Makefile pins) and vpc-cni. Their netconf lists share the network name,
 // and so libcni's cached result: a DEL by one plugin gets the other's ADD
 // result as prevResult, as after an upgrade or a rollback on a live node.
-// Every call runs on the jail's thread (internal/refcni), inside the node
+// Every call runs on the jail's thread (internal/testsupport/refcni), inside the node
 // namespace: the reference's fixed socket and log paths are the node's
 // own there.
 type refNode struct {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -18,14 +17,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/simnode"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
-	"github.com/vpccni/vpccni/kernel/linux"
 )
 
 // node is a simulated EKS node: a node namespace with stand-in ENIs, an
-// ipamd process in it, and libcni configured like containerd's.
+// ipamd process in it (simnode builds both, as for the e2e suite), and
+// libcni configured like containerd's.
 type node struct {
+	sim     *simnode.Node
 	ns      *testns.NS
 	dir     string
 	sock    string
@@ -47,8 +48,8 @@ type node struct {
 	ipamdBin string
 }
 
-func (n *node) checkpoint() string     { return filepath.Join(n.dir, "aws-node", "ipam.json") }
-func (n *node) introspectSock() string { return filepath.Join(n.dir, "introspect.sock") }
+func (n *node) checkpoint() string     { return n.sim.Checkpoint() }
+func (n *node) introspectSock() string { return n.sim.IntrospectSock() }
 
 // newNode builds the node namespace. ENIs are veth pairs (this kernel has
 // no dummy links): eth0/eth1 with their peers beside them so they have
@@ -71,24 +72,11 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 // with the ENIs the OS leaves (eth0, eth1) and libcni configured as
 // containerd's, so that a case can start ipamd its own way.
 func newNodeWithoutIpamd() *node {
-	n := &node{}
-	var err error
-	n.ns, err = testns.New("vpccni-node")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.ns.Close() })
-	n.dir, err = os.MkdirTemp("", "vpccni-node-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { os.RemoveAll(n.dir) })
-	n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
+	sim := simnode.New("vpccni-node", "vpccni-node-")
+	n := &node{sim: sim, ns: sim.NS, dir: sim.Dir, sock: sim.Sock, host: sim.Host}
 	n.logFile = filepath.Join(n.dir, "plugin.log")
 	n.stateDir = filepath.Join(n.dir, "state")
-	n.host, err = linux.Opener{}.Open(n.ns.Path())
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { n.host.Close() })
-	// ipamd's metrics listen on the node's own loopback.
-	Expect(n.host.LinkSetUp("lo")).To(Succeed())
-	plugENIs(n.host)
-
+	var err error
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
 		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.sock, n.logFile, n.stateDir)
@@ -107,16 +95,10 @@ func netConfList(conf string) (*libcni.NetworkConfigList, error) {
 	return libcni.NetworkConfFromBytes([]byte(conf))
 }
 
-// startIpamd runs the ipamd binary inside the node namespace (the child
-// inherits the namespace of the locked thread that forks it).
-// ipamdCmd is the ipamd command line of the node. The checkpoint,
-// introspection (a Unix socket: reachable from the test's namespace) and
-// metrics (on the node namespace's loopback) are the node's own, never the
-// machine's defaults.
+// ipamdCmd is the ipamd command line of the node (simnode's), run by the
+// suite's ipamd binary or n.ipamdBin.
 func ipamdCmd(n *node, instanceType string, extra ...string) *exec.Cmd {
-	args := append([]string{"--socket", n.sock, "--cloud", "memory", "--instance-type", instanceType,
-		"--checkpoint", n.checkpoint(), "--introspection-address", "unix:" + n.introspectSock(),
-		"--metrics-address", "127.0.0.1:61678"}, extra...)
+	args := n.sim.IpamdArgs(instanceType, extra...)
 	bin := n.ipamdBin
 	if bin == "" {
 		bin = filepath.Join(binDir, "ipamd")
@@ -124,34 +106,18 @@ func ipamdCmd(n *node, instanceType string, extra ...string) *exec.Cmd {
 	return exec.Command(bin, args...)
 }
 
+// startIpamd runs ipamd inside the node namespace (simnode.StartIpamd:
+// stale sockets removed, killed when the spec ends) and waits until it
+// serves, on a socket only root and its group reach.
 func (n *node) startIpamd(instanceType string, extra ...string) {
 	n.instanceType, n.ipamdArgs = instanceType, extra
 	cmd := ipamdCmd(n, instanceType, extra...)
-	// A killed ipamd leaves its sockets behind; the new one replaces them,
-	// but the wait below must not mistake the old ones for it.
-	os.Remove(n.sock)
-	os.Remove(n.introspectSock())
 	var out io.Writer = GinkgoWriter
 	if n.ipamdOut != nil {
 		out = io.MultiWriter(GinkgoWriter, n.ipamdOut)
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	Expect(n.ns.Do(cmd.Start)).To(Succeed())
 	n.ipamd = cmd
-	DeferCleanup(func() {
-		if n.ipamd != nil {
-			n.ipamd.Process.Kill()
-			n.ipamd.Wait()
-		}
-	})
-	Eventually(func() error { _, err := os.Stat(n.sock); return err }, 10*time.Second, 20*time.Millisecond).Should(Succeed())
-	Eventually(func() error {
-		c, err := net.Dial("unix", n.introspectSock())
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "introspection socket")
+	n.sim.StartIpamd(cmd, out)
 	fi, err := os.Stat(n.sock)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o660)), "ipamd socket mode")

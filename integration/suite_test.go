@@ -13,7 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/vpccni/vpccni/internal/machinestate"
+	"github.com/vpccni/vpccni/internal/testsupport/machinestate"
 )
 
 func TestIntegration(t *testing.T) {
@@ -40,14 +40,14 @@ var machineState bool
 
 // hostLog watches the machine's /host, where the reference's packages log
 // whatever they are told: every reference binary the suite runs runs in
-// internal/refcni's jail, and the suite fails if /host appeared or, on a
+// internal/testsupport/refcni's jail, and the suite fails if /host appeared or, on a
 // machine that has one, if the reference's logs in it were written.
 var hostLog machinestate.Guard
 
 var _ = SynchronizedBeforeSuite(func() []byte {
 	requireRoot()
 	machineState = machinestate.Exists()
-	hostLog = machinestate.Watch("/host", "a reference binary (aws-cni, ckptgen) ran outside internal/refcni's jail",
+	hostLog = machinestate.Watch("/host", "a reference binary (aws-cni, ckptgen) ran outside internal/testsupport/refcni's jail",
 		"var/log/aws-routed-eni/ipamd.log", "var/log/aws-routed-eni/plugin.log")
 	dir, err := os.MkdirTemp("", "vpccni-bin-")
 	Expect(err).NotTo(HaveOccurred())

@@ -43,7 +43,7 @@ func benchAddNetwork(b *testing.B, perCall bool, callers int) {
 		b.Fatal(err)
 	}
 	var writes atomic.Int64
-	d, err := New(Config{SocketPath: sock, Inventory: c, Checkpoint: filepath.Join(dir, "ipam.json"), PerCallSync: perCall})
+	d, err := New(Config{SocketPath: sock, Inventory: c, Checkpoint: filepath.Join(dir, "ipam.json")}, WithPerCallSync(perCall))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/vpccni/vpccni/cloud"
-	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/eninet"
@@ -63,11 +62,6 @@ type Config struct {
 	Cloud     cloud.Provider
 	// Targets are the warm-pool settings (with Cloud).
 	Targets warmpool.Targets
-	// Placement, when set, pins a pod to an ENI device: the scenario
-	// harness uses it to put pods on the devices a scenario names. A full
-	// or absent device falls back to the usual choice. The binary leaves
-	// it nil.
-	Placement func(podNamespace, podName string) (device int, ok bool)
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Version is this build's version; ClientVersion is compared with it.
@@ -115,9 +109,6 @@ type Config struct {
 	// Checkpoint is the checkpoint file; empty keeps allocations in memory
 	// only (a restart forgets every pod).
 	Checkpoint string
-	// PerCallSync writes the checkpoint once per call instead of sharing
-	// one write among concurrent calls (benchmarks compare the two).
-	PerCallSync bool
 	// Restore decides what ipamd does with a missing or bad checkpoint.
 	Restore RestorePolicy
 	// ReleaseQueue is the directory where DELs that could not reach ipamd
@@ -130,21 +121,11 @@ type Config struct {
 	Reconcile         bool
 	ReconcileInterval time.Duration
 	ReconcileGrace    time.Duration
-	// ManualLoops leaves the warm pool and the reconciler to Tick (the
-	// scenario harness drives them from its simulated clock) instead of
-	// background tickers.
-	ManualLoops bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
-	// Limits bound what one client can take of the server; zero fields
-	// are the defaults (DefaultLimits).
-	Limits Limits
-
 	// Metrics, when set, is fed by every component.
 	Metrics *metrics.Metrics
-	// Failpoints, when set, are armed failpoints (the harness's).
-	Failpoints *failpoint.Set
 }
 
 // Limits bound the gRPC server, so that a client that opens many
@@ -271,6 +252,7 @@ type RestorePolicy struct {
 // Daemon is a running (or stopped) ipamd.
 type Daemon struct {
 	cfg   Config
+	opt   options // the harness's (Option); the binary passes none
 	log   *slog.Logger
 	inst  cloud.Instance // as the cloud described it at New
 	store *datastore.Store
@@ -301,7 +283,7 @@ type Daemon struct {
 
 // New describes the instance and builds the datastore over it. Nothing is
 // read from disk or the kernel before Start.
-func New(cfg Config) (*Daemon, error) {
+func New(cfg Config, opts ...Option) (*Daemon, error) {
 	if cfg.SocketPath == "" {
 		cfg.SocketPath = DefaultSocket
 	}
@@ -334,7 +316,11 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipamd: instance %s: %w", inst.ID, err)
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, inst: inst, store: store, reapWake: make(chan struct{}, 1)}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d := &Daemon{cfg: cfg, opt: o, log: cfg.Logger, inst: inst, store: store, reapWake: make(chan struct{}, 1)}
 	if cfg.Kernel != nil {
 		d.eni = &eninet.Net{Kernel: cfg.Kernel, Log: cfg.Logger, StandIn: cfg.StandInLinks, MTU: cfg.ENIMTU}
 		if cfg.Reconcile {
@@ -394,7 +380,7 @@ func (d *Daemon) Start() (err error) {
 		l.Close()
 		return fmt.Errorf("ipamd: chmod socket: %w", err)
 	}
-	lim := d.cfg.Limits.withDefaults()
+	lim := d.opt.limits.withDefaults()
 	d.server = grpc.NewServer(lim.serverOptions()...)
 	rpcgrpc.RegisterCNIBackendServer(d.server, &handler{d: d})
 	rpcgrpc.RegisterInventoryServer(d.server, &inventory{d: d})
@@ -452,7 +438,7 @@ func (d *Daemon) bringUp() (err error) {
 			d.restored = true
 		}
 		w := checkpoint.NewWriter(d.cfg.Checkpoint, d.checkpointFile,
-			checkpoint.WriterOptions{PerCallSync: d.cfg.PerCallSync, OnWrite: d.observeCheckpoint})
+			checkpoint.WriterOptions{PerCallSync: d.opt.perCallSync, OnWrite: d.observeCheckpoint})
 		if err := w.Commit(context.Background()); err != nil {
 			w.Close()
 			return fmt.Errorf("ipamd: write the checkpoint: %w", err)

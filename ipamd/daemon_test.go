@@ -39,23 +39,23 @@ func sockPath(t *testing.T) string {
 	return filepath.Join(dir, "aws-node", "ipamd.sock")
 }
 
-func newDaemon(t *testing.T, sock, instanceType string, cfg Config) *Daemon {
+func newDaemon(t *testing.T, sock, instanceType string, cfg Config, opts ...Option) *Daemon {
 	t.Helper()
 	c, err := memory.New(instanceType)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.SocketPath, cfg.Inventory = sock, c
-	d, err := New(cfg)
+	d, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-func start(t *testing.T, sock string, cfg Config) *Daemon {
+func start(t *testing.T, sock string, cfg Config, opts ...Option) *Daemon {
 	t.Helper()
-	d := newDaemon(t, sock, "m5.large", cfg)
+	d := newDaemon(t, sock, "m5.large", cfg, opts...)
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestHealth(t *testing.T) {
 
 func TestAddIdempotentAndPlacement(t *testing.T) {
 	sock := sockPath(t)
-	start(t, sock, Config{Placement: func(ns, name string) (int, bool) { return 1, name == "pod-c1" }})
+	start(t, sock, Config{}, WithPlacement(func(ns, name string) (int, bool) { return 1, name == "pod-c1" }))
 	c := client(t, sock)
 	r1, err := c.AddNetwork(ctx(t), addReq("c1"))
 	if err != nil || !r1.Success || len(r1.IPAllocationMetadata) != 1 {

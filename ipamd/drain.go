@@ -122,7 +122,7 @@ func (d *Daemon) releaseQueued(r releasequeue.Record) (datastore.Allocation, boo
 // its action, the process does not come up (a hang is what its liveness
 // probe kills), and Start returns the fault.
 func (d *Daemon) startupFault(name failpoint.Name) error {
-	f := d.cfg.Failpoints.Hit(name)
+	f := d.opt.failpoints.Hit(name)
 	if f == nil {
 		return nil
 	}

@@ -124,8 +124,8 @@ func TestDrainCrashSafe(t *testing.T) {
 			if err := fp.Arm(point, failpoint.Crash, 1); err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Checkpoint: ckpt, ReleaseQueue: releasequeue.DirFor(sock), Failpoints: fp}
-			d := newDaemon(t, sock, "m5.large", cfg)
+			cfg := Config{Checkpoint: ckpt, ReleaseQueue: releasequeue.DirFor(sock)}
+			d := newDaemon(t, sock, "m5.large", cfg, WithFailpoints(fp))
 			err := d.Start()
 			if f, ok := failpoint.As(err); !ok || f.Name != point {
 				t.Fatalf("Start: %v, want the failpoint", err)
@@ -134,7 +134,7 @@ func TestDrainCrashSafe(t *testing.T) {
 				t.Fatal("ipamd serves after dying while it started")
 			}
 			// The restart: a new process, the failpoint spent.
-			d2 := start(t, sock, cfg)
+			d2 := start(t, sock, cfg, WithFailpoints(fp))
 			if got := held(d2); !slices.Equal(got, []string{"c2"}) {
 				t.Fatalf("held after the restart: %v, want c2", got)
 			}

@@ -27,7 +27,7 @@ var (
 // sees the connection drop); a hang answers nothing until the caller's
 // deadline.
 func (d *Daemon) fault(ctx context.Context, name failpoint.Name) error {
-	f := d.cfg.Failpoints.Hit(name)
+	f := d.opt.failpoints.Hit(name)
 	if f == nil {
 		return nil
 	}

@@ -92,8 +92,8 @@ func (h *handler) AddNetwork(ctx context.Context, req *rpc.AddNetworkRequest) (*
 		return &rpc.AddNetworkReply{Success: false}, nil
 	}
 	device := -1
-	if h.d.cfg.Placement != nil {
-		if dev, ok := h.d.cfg.Placement(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()); ok {
+	if h.d.opt.placement != nil {
+		if dev, ok := h.d.opt.placement(req.GetK8S_POD_NAMESPACE(), req.GetK8S_POD_NAME()); ok {
 			device = dev
 		}
 	}

@@ -195,13 +195,13 @@ func fzStartDaemon(tb testing.TB, ipv6 bool) *Daemon {
 		tb.Fatal(err)
 	}
 	d, err := New(Config{SocketPath: filepath.Join(dir, "ipamd.sock"), Inventory: inv, IPv6: ipv6,
-		Version: fzVersion, RejectVersionMismatch: true,
-		Placement: func(_, name string) (int, bool) {
+		Version: fzVersion, RejectVersionMismatch: true},
+		WithPlacement(func(_, name string) (int, bool) {
 			if name == "" || name[0] < '0' || name[0] > '9' {
 				return 0, false
 			}
 			return int(name[0]-'0') % 5, true
-		}})
+		}))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -24,8 +24,8 @@ func TestHostNATAtStartAndEachPass(t *testing.T) {
 	n := newNode(t)
 	tb := hostnat.NewMemTables()
 	settings := hostnat.Config{Randomize: hostnat.RandomPRNG, NodePort: true, Mark: hostnat.DefaultMark, VethPrefix: "eni"}
-	d := newDaemon(t, sockPath(t), "m5.large", Config{Kernel: n.h, StandInLinks: true, Reconcile: true, ManualLoops: true,
-		HostNAT: &HostNAT{Tables: tb, Rules: settings}})
+	d := newDaemon(t, sockPath(t), "m5.large", Config{Kernel: n.h, StandInLinks: true, Reconcile: true,
+		HostNAT: &HostNAT{Tables: tb, Rules: settings}}, WithManualLoops())
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +57,8 @@ func TestHostNATVPCFallsBackToSubnets(t *testing.T) {
 	c := newDaemon(t, sockPath(t), "m5.large", Config{})
 	inst := c.Instance()
 	inst.VPCCIDRs = nil
-	d, err := New(Config{SocketPath: sockPath(t), Inventory: fixedInventory{inst}, Kernel: n.h, StandInLinks: true, ManualLoops: true,
-		HostNAT: &HostNAT{Tables: hostnat.NewMemTables(), Rules: hostnat.Config{Randomize: hostnat.RandomNone, Mark: 1, VethPrefix: "eni"}}})
+	d, err := New(Config{SocketPath: sockPath(t), Inventory: fixedInventory{inst}, Kernel: n.h, StandInLinks: true,
+		HostNAT: &HostNAT{Tables: hostnat.NewMemTables(), Rules: hostnat.Config{Randomize: hostnat.RandomNone, Mark: 1, VethPrefix: "eni"}}}, WithManualLoops())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func TestConnectionLimitAndSilentClients(t *testing.T) {
 	t.Parallel()
 	const limit, silent = 4, 10
 	sock := sockPath(t)
-	start(t, sock, Config{Limits: Limits{MaxConnections: limit, HandshakeTimeout: time.Second}})
+	start(t, sock, Config{}, WithLimits(Limits{MaxConnections: limit, HandshakeTimeout: time.Second}))
 	var conns []*rawConn
 	for range silent {
 		conns = append(conns, dialRaw(t, sock, nil))
@@ -243,7 +243,7 @@ func TestStuckClientsLoseTheirSlot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sock := sockPath(t)
-			start(t, sock, Config{Limits: tc.limits})
+			start(t, sock, Config{}, WithLimits(tc.limits))
 			stuck := []*rawConn{dialRaw(t, sock, tc.stall), dialRaw(t, sock, tc.stall)}
 			waitAll(t, "accepted", stuck, func(c *rawConn) chan struct{} { return c.accepted }, 5*time.Second)
 			begin := time.Now()
@@ -314,7 +314,7 @@ func handshaken(t *testing.T, sock string) (net.Conn, *h2) {
 func TestStreamsAndHeadersPerConnectionBounded(t *testing.T) {
 	t.Parallel()
 	sock := sockPath(t)
-	d := start(t, sock, Config{Limits: Limits{MaxStreams: 2}})
+	d := start(t, sock, Config{}, WithLimits(Limits{MaxStreams: 2}))
 
 	c, h := handshaken(t, sock)
 	for _, id := range []uint32{1, 3, 5} { // requests never sent: the calls hang

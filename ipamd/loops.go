@@ -9,9 +9,9 @@ import (
 )
 
 // startLoops runs the warm pool and the reconciler in the background,
-// unless the harness drives them (ManualLoops). Called with d.mu held.
+// unless the harness drives them (WithManualLoops). Called with d.mu held.
 func (d *Daemon) startLoops() {
-	if d.cfg.ManualLoops || (d.pool == nil && d.recon == nil && !d.canTakeVeths()) {
+	if d.opt.manualLoops || (d.pool == nil && d.recon == nil && !d.canTakeVeths()) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -49,7 +49,7 @@ func (d *Daemon) stopLoops() {
 }
 
 // Tick is one pass of the background work, for a harness on a simulated
-// clock (ManualLoops): the reaper, a warm-pool step, and a reconcile pass
+// clock (WithManualLoops): the reaper, a warm-pool step, and a reconcile pass
 // when one is due. It returns the warm-pool action taken ("" for none) and its error.
 func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 	d.mu.Lock()

@@ -40,10 +40,10 @@ func withMetrics(t *testing.T, cfg *Config) (*prometheus.Registry, *atomic.Point
 }
 
 // metricDaemon is a daemon on an m5.large with metrics, not started.
-func metricDaemon(t *testing.T, cfg Config) (*Daemon, *prometheus.Registry) {
+func metricDaemon(t *testing.T, cfg Config, opts ...Option) (*Daemon, *prometheus.Registry) {
 	t.Helper()
 	reg, p := withMetrics(t, &cfg)
-	d := newDaemon(t, sockPath(t), "m5.large", cfg)
+	d := newDaemon(t, sockPath(t), "m5.large", cfg, opts...)
 	p.Store(d)
 	return d, reg
 }
@@ -224,7 +224,7 @@ func TestHostNATMetrics(t *testing.T) {
 	n := newNode(t)
 	tb := &gatedTables{MemTables: hostnat.NewMemTables(), entered: make(chan struct{}, 1)}
 	rules := hostnat.Config{Randomize: hostnat.RandomNone, Mark: hostnat.DefaultMark, VethPrefix: "eni"}
-	d, reg := metricDaemon(t, Config{Kernel: n.h, StandInLinks: true, ManualLoops: true, HostNAT: &HostNAT{Tables: tb, Rules: rules}})
+	d, reg := metricDaemon(t, Config{Kernel: n.h, StandInLinks: true, HostNAT: &HostNAT{Tables: tb, Rules: rules}}, WithManualLoops())
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestHostNATMetrics(t *testing.T) {
 	wantSample(t, reg, passes, map[string]string{"result": "error"}, 1)
 	wantSample(t, reg, "awscni_ipamd_error_count", fn(metrics.FnHostNATSync), 1)
 
-	plain, plainReg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true, ManualLoops: true})
+	plain, plainReg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true}, WithManualLoops())
 	if err := plain.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func startupLabels(success, withAPI, reason string) map[string]string {
 func TestStartupMetrics(t *testing.T) {
 	const startup, nodeInit = "awscni_ipamd_startup_duration_seconds", "awscni_ipamd_node_initialization_duration_seconds"
 	t.Run("success", func(t *testing.T) {
-		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true, ManualLoops: true, Checkpoint: ckptPath(t)})
+		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true, Checkpoint: ckptPath(t)}, WithManualLoops())
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func TestStartupMetrics(t *testing.T) {
 	})
 	t.Run("eni setup fails", func(t *testing.T) {
 		// No stand-in links: the ENIs have no link to configure.
-		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h, ManualLoops: true})
+		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h}, WithManualLoops())
 		if err := d.Start(); err == nil {
 			d.Stop()
 			t.Fatal("started without the ENIs' links")
@@ -309,8 +309,8 @@ func TestStartupMetrics(t *testing.T) {
 	t.Run("host nat fails", func(t *testing.T) {
 		tb := &gatedTables{MemTables: hostnat.NewMemTables()}
 		tb.fail.Store(true)
-		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true, ManualLoops: true,
-			HostNAT: &HostNAT{Tables: tb, Rules: hostnat.Config{Randomize: hostnat.RandomNone, Mark: hostnat.DefaultMark, VethPrefix: "eni"}}})
+		d, reg := metricDaemon(t, Config{Kernel: newNode(t).h, StandInLinks: true,
+			HostNAT: &HostNAT{Tables: tb, Rules: hostnat.Config{Randomize: hostnat.RandomNone, Mark: hostnat.DefaultMark, VethPrefix: "eni"}}}, WithManualLoops())
 		if err := d.Start(); err == nil {
 			d.Stop()
 			t.Fatal("started with failing tables")
@@ -357,7 +357,7 @@ func TestStartupMetrics(t *testing.T) {
 // or warm-pool action is counted under its fn, and nothing is left in
 // progress.
 func TestActionErrorMetrics(t *testing.T) {
-	d, reg := metricDaemon(t, Config{Checkpoint: ckptPath(t), ManualLoops: true})
+	d, reg := metricDaemon(t, Config{Checkpoint: ckptPath(t)}, WithManualLoops())
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestPodENIErrorMetrics(t *testing.T) {
 // gone) is counted under reconcilePass and leaves nothing in progress.
 func TestReconcilePassMetrics(t *testing.T) {
 	n := newNode(t)
-	d, reg := metricDaemon(t, Config{Kernel: n.h, StandInLinks: true, Reconcile: true, ManualLoops: true})
+	d, reg := metricDaemon(t, Config{Kernel: n.h, StandInLinks: true, Reconcile: true}, WithManualLoops())
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,12 +23,12 @@ type handed struct {
 // handOverSetup: a daemon on a model node (its own loops off: the test
 // runs the reaper), a pod added and torn down but for its veth, and the
 // DelNetwork that hands the veth over.
-func handOverSetup(t *testing.T, cfg Config) (*Daemon, *node, handed) {
+func handOverSetup(t *testing.T, cfg Config, opts ...Option) (*Daemon, *node, handed) {
 	t.Helper()
 	n := newNode(t)
 	sock := sockPath(t)
-	cfg.Kernel, cfg.ManualLoops, cfg.StandInLinks = n.h, true, true
-	d := newDaemon(t, sock, "m5.large", cfg)
+	cfg.Kernel, cfg.StandInLinks = n.h, true
+	d := newDaemon(t, sock, "m5.large", cfg, append([]Option{WithManualLoops()}, opts...)...)
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestReaperCrashSafe(t *testing.T) {
 		t.Run(string(point), func(t *testing.T) {
 			ckpt := ckptPath(t)
 			fps := &failpoint.Set{}
-			d, n, p := handOverSetup(t, Config{Checkpoint: ckpt, Failpoints: fps})
+			d, n, p := handOverSetup(t, Config{Checkpoint: ckpt}, WithFailpoints(fps))
 			if err := fps.Arm(point, failpoint.Crash, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestReaperCrashSafe(t *testing.T) {
 			if _, held := d.holds(p.ip); !held {
 				t.Fatal("the crash lost the allocation")
 			}
-			d2 := newDaemon(t, d.cfg.SocketPath, "m5.large", Config{Checkpoint: ckpt, Kernel: n.h, ManualLoops: true, StandInLinks: true})
+			d2 := newDaemon(t, d.cfg.SocketPath, "m5.large", Config{Checkpoint: ckpt, Kernel: n.h, StandInLinks: true}, WithManualLoops())
 			if err := d2.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -195,7 +195,7 @@ func (p poolView) Release(id string) (err error) {
 	if !ok {
 		return fmt.Errorf("ipamd: malformed holder id %q", id)
 	}
-	if f := p.d.cfg.Failpoints.Hit(FailReconcileRelease); f != nil {
+	if f := p.d.opt.failpoints.Hit(FailReconcileRelease); f != nil {
 		// In a pass there is no caller to answer: a crash kills the daemon
 		// (the harness restarts it), an error or a hang skips the release.
 		if f.Action == failpoint.Crash {

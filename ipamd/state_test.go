@@ -254,9 +254,9 @@ func TestReconcilerReleasesGonePods(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	sock, path := sockPath(t), ckptPath(t)
-	cfg := Config{Checkpoint: path, Kernel: n.h, StandInLinks: true, Reconcile: true, ManualLoops: true, Now: clock,
+	cfg := Config{Checkpoint: path, Kernel: n.h, StandInLinks: true, Reconcile: true, Now: clock,
 		Cooldown: 30 * time.Second, ReconcileGrace: time.Minute, ReconcileInterval: time.Minute}
-	d := start(t, sock, cfg)
+	d := start(t, sock, cfg, WithManualLoops())
 	c := client(t, sock)
 	for _, name := range []string{"web-0", "web-1"} {
 		rep, err := c.AddNetwork(ctx(t), addReqFor(name))
@@ -389,8 +389,8 @@ func TestReconcilerReleasesAnEarlierSandboxsAddress(t *testing.T) {
 	n := newNode(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	sock := sockPath(t)
-	d := start(t, sock, Config{Checkpoint: ckptPath(t), Kernel: n.h, StandInLinks: true, Reconcile: true, ManualLoops: true,
-		Now: func() time.Time { return now }, ReconcileGrace: time.Minute, ReconcileInterval: time.Minute})
+	d := start(t, sock, Config{Checkpoint: ckptPath(t), Kernel: n.h, StandInLinks: true, Reconcile: true,
+		Now: func() time.Time { return now }, ReconcileGrace: time.Minute, ReconcileInterval: time.Minute}, WithManualLoops())
 	c := client(t, sock)
 	first := addReqFor("web-0")
 	first.ContainerID = "sandbox-1"

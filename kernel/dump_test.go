@@ -1,7 +1,7 @@
 package kernel_test
 
 import (
-	"github.com/vpccni/vpccni/internal/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
 	"net"
 	"strings"
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
-// Shared helpers (internal/ktest).
+// Shared helpers (internal/testsupport/ktest).
 var (
 	cidr = ktest.Prefix
 	must = ktest.Must

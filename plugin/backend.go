@@ -96,6 +96,22 @@ func Classify(err error) Outcome {
 	return OutcomeError
 }
 
+// dialIpamd connects to ipamd for one call of the invocation: the client,
+// and the call's context, within the invocation's ipamd deadline (one
+// deadline for all of its calls). done ends both; on an error (ipamd
+// unreachable) there is nothing to end.
+func (p *Plugin) dialIpamd(ctx context.Context, inv *invocation) (rpc.CNIBackendClient, context.Context, func(), error) {
+	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := inv.ipamdContext(ctx)
+	return client, ctx, func() {
+		cancel()
+		closer.Close()
+	}, nil
+}
+
 // release asks ipamd to free the pod's address, within the deadline.
 // hostVethIndex is the sandbox's proof that it owns an allocation ipamd
 // recovered from the kernel (the peer of its container interface, read
@@ -106,13 +122,11 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, ho
 	if err := p.env.Failpoints.Trigger(FailDelRelease); err != nil {
 		return nil, OutcomeError, err
 	}
-	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
+	client, ctx, done, err := p.dialIpamd(ctx, inv)
 	if err != nil {
 		return nil, OutcomeUnreachable, err
 	}
-	defer closer.Close()
-	ctx, cancel := inv.ipamdContext(ctx)
-	defer cancel()
+	defer done()
 	reply, err := client.DelNetwork(ctx, &rpc.DelNetworkRequest{
 		ClientVersion:              p.env.Version,
 		K8S_POD_NAME:               inv.podName,
@@ -140,13 +154,11 @@ func (p *Plugin) release(ctx context.Context, inv *invocation, reason string, ho
 
 // assign asks ipamd for the pod's address, within the deadline.
 func (p *Plugin) assign(ctx context.Context, inv *invocation) (*rpc.AddNetworkReply, Outcome, error) {
-	client, closer, err := p.env.Dial(inv.conf.IpamdAddress)
+	client, ctx, done, err := p.dialIpamd(ctx, inv)
 	if err != nil {
 		return nil, OutcomeUnreachable, err
 	}
-	defer closer.Close()
-	ctx, cancel := inv.ipamdContext(ctx)
-	defer cancel()
+	defer done()
 	reply, err := client.AddNetwork(ctx, &rpc.AddNetworkRequest{
 		ClientVersion:              p.env.Version,
 		K8S_POD_NAME:               inv.podName,

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
@@ -158,12 +159,11 @@ func hostileDriver() driver.Networker {
 // noOwnershipCheck is the mutant: every address the source names is
 // treated as still this pod's.
 func noOwnershipCheck() driver.Networker {
-	return driver.New(nil).WithStepHook(func(step string) error {
-		if step == driver.StepCheckHolder {
-			return driver.ErrSkipStep
-		}
-		return nil
-	})
+	fp := &failpoint.Set{}
+	if err := driver.SkipSteps(fp, driver.StepCheckHolder); err != nil {
+		panic(err)
+	}
+	return driver.New(nil).WithFailpoints(fp)
 }
 
 // newHostileWorld builds the node, the foreign rules and routes, then ADDs

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/machinestate"
+	"github.com/vpccni/vpccni/internal/testsupport/machinestate"
 )
 
 // TestMain points the default stateDir at a temporary directory: a test

@@ -169,7 +169,7 @@ locked_build() {
 # has replace directives), so its zip is downloaded (checksummed by the go
 # command), copied somewhere writable and built there; the copy is kept
 # beside the binary, for the interop suite's checkpoint generator. Static,
-# so it runs in the suite's jail (internal/refcni); version stamped like a
+# so it runs in the suite's jail (internal/testsupport/refcni); version stamped like a
 # release build (its ClientVersion on the wire). Never committed.
 ref_mod="github.com/aws/amazon-vpc-cni-k8s@$REFCNI_VERSION"
 build_refcni() {

@@ -81,6 +81,11 @@ const (
 	// Hang: the component stops answering: the plugin until the runtime
 	// kills it, ipamd until the caller's deadline.
 	Hang Action = "hang"
+	// Skip: the step is left out, as if it did not exist. Not one of
+	// Actions (no scenario file, environment or explorer arms it): a test
+	// arms it with Set.Skip to remove one of the driver's steps and watch
+	// the checks notice. Only the driver's step points honour it.
+	Skip Action = "skip"
 )
 
 // Actions lists the actions, for enumeration and validation.
@@ -132,13 +137,14 @@ type Stopped struct{ Fault *Fault }
 
 // Trigger is Hit for a point inside a process that can die there (the
 // plugin and its driver): a crash or hang stops the process (OnStop), an
-// error is returned for the step to fail with.
+// error is returned for the step to fail with, a skip for the step to be
+// left out (Is(err, Skip)).
 func (s *Set) Trigger(name Name) error {
 	f := s.Hit(name)
 	if f == nil {
 		return nil
 	}
-	if f.Action == Error {
+	if f.Action == Error || f.Action == Skip {
 		return f
 	}
 	if s.OnStop != nil {
@@ -165,6 +171,21 @@ func (s *Set) Arm(name Name, action Action, occurrence int) error {
 		s.arms = map[Name]*arm{}
 	}
 	s.arms[name] = &arm{action: action, occurrence: occurrence}
+	return nil
+}
+
+// Skip makes name's step be left out on every hit from now (see Skip).
+// An unknown name is an error.
+func (s *Set) Skip(name Name) error {
+	if !Known(name) {
+		return fmt.Errorf("failpoint: unknown point %q", name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.arms == nil {
+		s.arms = map[Name]*arm{}
+	}
+	s.arms[name] = &arm{action: Skip}
 	return nil
 }
 

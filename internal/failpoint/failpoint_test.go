@@ -155,3 +155,32 @@ func TestTrigger(t *testing.T) {
 		t.Fatal("nil set triggered")
 	}
 }
+
+// TestSkip: a skipped point returns its Skip fault on every hit, counted
+// like any hit; Skip is no action a scenario or the environment arms.
+func TestSkip(t *testing.T) {
+	var s Set
+	if err := s.Skip(testA); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Trigger(testA); !Is(err, Skip) {
+			t.Fatalf("hit %d: %v, want a skip", i+1, err)
+		}
+	}
+	if err := s.Trigger(testB); err != nil {
+		t.Fatalf("an unskipped point: %v", err)
+	}
+	if n := s.Hits()[testA]; n != 3 {
+		t.Fatalf("hits %d, want 3", n)
+	}
+	if err := s.Skip("test/none"); err == nil {
+		t.Fatal("skipped an unknown point")
+	}
+	if err := s.Arm(testA, Skip, 1); err == nil {
+		t.Fatal("Arm took skip, which is not one of Actions")
+	}
+	if _, err := Parse("test/a=skip"); err == nil {
+		t.Fatal("Parse took skip")
+	}
+}

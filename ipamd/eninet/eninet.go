@@ -20,6 +20,7 @@ import (
 
 	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/kernel"
+	"github.com/vpccni/vpccni/ownership"
 )
 
 // RulePriority is the priority of rule `from <ENI primary IP> lookup <table>`.
@@ -96,7 +97,7 @@ func (n *Net) Setup(e cloud.ENI) error {
 	if err := n.Kernel.LinkSetUp(l.Name); err != nil {
 		return fmt.Errorf("ENI %s: set %s up: %w", e.ID, l.Name, err)
 	}
-	if err := n.Kernel.AddrAdd(l.Index, ipNet(netip.PrefixFrom(e.PrimaryIP, e.Subnet.Bits()))); err != nil && !kernel.IsExist(err) {
+	if err := n.Kernel.AddrAdd(l.Index, ownership.IPNet(netip.PrefixFrom(e.PrimaryIP, e.Subnet.Bits()))); err != nil && !kernel.IsExist(err) {
 		return fmt.Errorf("ENI %s: address %s on %s: %w", e.ID, e.PrimaryIP, l.Name, err)
 	}
 	if e.Trunk {
@@ -105,7 +106,7 @@ func (n *Net) Setup(e cloud.ENI) error {
 	table := Table(e.DeviceNumber)
 	// The connected route would let traffic to the subnet bypass the ENI's
 	// table; the reference deletes it.
-	if err := n.Kernel.RouteDel(kernel.Route{Table: kernel.TableMain, Dst: ipNet(e.Subnet.Masked()), LinkIndex: l.Index}); err != nil && !kernel.IsNotFound(err) {
+	if err := n.Kernel.RouteDel(kernel.Route{Table: kernel.TableMain, Dst: ownership.IPNet(e.Subnet.Masked()), LinkIndex: l.Index}); err != nil && !kernel.IsNotFound(err) {
 		return fmt.Errorf("ENI %s: remove the subnet route from main: %w", e.ID, err)
 	}
 	gw := net.IP(e.Gateway.AsSlice())
@@ -113,7 +114,7 @@ func (n *Net) Setup(e cloud.ENI) error {
 		what string
 		err  error
 	}{
-		{"gateway route", n.Kernel.RouteAdd(kernel.Route{Table: table, Dst: ipNet(netip.PrefixFrom(e.Gateway, 32)), LinkIndex: l.Index, Scope: kernel.ScopeLink})},
+		{"gateway route", n.Kernel.RouteAdd(kernel.Route{Table: table, Dst: ownership.IPNet(netip.PrefixFrom(e.Gateway, 32)), LinkIndex: l.Index, Scope: kernel.ScopeLink})},
 		{"default route", n.Kernel.RouteAdd(kernel.Route{Table: table, Gw: gw, LinkIndex: l.Index, Family: kernel.FamilyV4})},
 		{"rule 32765", n.Kernel.RuleAdd(rule(e))},
 	}
@@ -145,7 +146,7 @@ func (n *Net) Teardown(e cloud.ENI) error {
 }
 
 func rule(e cloud.ENI) kernel.Rule {
-	return kernel.Rule{Priority: RulePriority, Family: kernel.FamilyV4, Src: ipNet(netip.PrefixFrom(e.PrimaryIP, 32)), Table: Table(e.DeviceNumber)}
+	return kernel.Rule{Priority: RulePriority, Family: kernel.FamilyV4, Src: ownership.IPNet(netip.PrefixFrom(e.PrimaryIP, 32)), Table: Table(e.DeviceNumber)}
 }
 
 // standIn makes the link an attach would have made.
@@ -182,7 +183,7 @@ func (n *Net) setMTU(e cloud.ENI, l kernel.Link) error {
 // primaryLikeTheOS gives a stand-in primary ENI what the instance's OS
 // would: its address and the default route.
 func (n *Net) primaryLikeTheOS(e cloud.ENI, l kernel.Link) error {
-	if err := n.Kernel.AddrAdd(l.Index, ipNet(netip.PrefixFrom(e.PrimaryIP, e.Subnet.Bits()))); err != nil && !kernel.IsExist(err) {
+	if err := n.Kernel.AddrAdd(l.Index, ownership.IPNet(netip.PrefixFrom(e.PrimaryIP, e.Subnet.Bits()))); err != nil && !kernel.IsExist(err) {
 		return err
 	}
 	err := n.Kernel.RouteAdd(kernel.Route{Table: kernel.TableMain, Gw: net.IP(e.Gateway.AsSlice()), LinkIndex: l.Index, Family: kernel.FamilyV4})
@@ -197,8 +198,4 @@ func (n *Net) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return n.Log
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 )
 

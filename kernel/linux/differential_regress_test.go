@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/ktest"
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 )
 

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/ktest"
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
 // TestDifferential measures the model's fidelity: random sequences of
-// operations (internal/ktest.Generate: namespaces, veths, bridges, links
+// operations (internal/testsupport/ktest.Generate: namespaces, veths, bridges, links
 // up and deleted, addresses, routes and rules in several tables, both
 // families, duplicates and deletes of missing objects on purpose,
 // lookups) run on the real kernel, in namespaces of their own, and on

@@ -1,17 +1,17 @@
 package linux
 
 import (
-	"github.com/vpccni/vpccni/internal/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 )
 
-// Shared helpers (internal/ktest).
+// Shared helpers (internal/testsupport/ktest).
 var (
 	cidr    = ktest.Prefix
 	must    = ktest.Must

@@ -2,7 +2,7 @@ package linux
 
 import (
 	"fmt"
-	"github.com/vpccni/vpccni/internal/nsthread"
+	"github.com/vpccni/vpccni/kernel/linux/nsthread"
 	"os"
 	"path/filepath"
 	"runtime"

@@ -1,7 +1,7 @@
 package model
 
 import (
-	"github.com/vpccni/vpccni/internal/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
 	"net"
 	"syscall"
 	"testing"
@@ -9,7 +9,7 @@ import (
 	"github.com/vpccni/vpccni/kernel"
 )
 
-// Shared helpers (internal/ktest).
+// Shared helpers (internal/testsupport/ktest).
 var (
 	cidr    = ktest.Prefix
 	must    = ktest.Must

@@ -6,7 +6,7 @@
 // Its semantics follow Linux where they matter for leaks, and were
 // measured on a real kernel (6.x) by the kernel/linux tests, which run the
 // same operations on both and compare errnos and dumps; TestDifferential
-// there runs random sequences of them (internal/ktest) and shrinks any
+// there runs random sequences of them (internal/testsupport/ktest) and shrinks any
 // disagreement to the shortest sequence that shows it, and
 // TestDifferentialRegressions keeps every one it found:
 //

@@ -28,7 +28,7 @@ const (
 // pod's traffic only ever uses the branch ENI) or standard mode's 512/1536
 // rules with the VLAN table.
 func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, ip PodIP, b *Branch) error {
-	fam := family(ip.Addr)
+	fam := ownership.Family(ip.Addr)
 	table := b.Table()
 	// A pod recreated with the same name (#1374) finds the old sandbox's
 	// iif rules for the same host veth name, possibly for another VLAN.
@@ -59,7 +59,7 @@ func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, 
 	}
 	gw := b.SubnetGW
 	if err := d.step(StepVlanRoutes, fmt.Sprintf("table %d via %s", table, gw), func() error {
-		if err := host.RouteReplace(kernel.Route{Table: table, Dst: ipNet(gwPrefix(gw)), LinkIndex: vl.Index, Scope: kernel.ScopeLink}); err != nil {
+		if err := host.RouteReplace(kernel.Route{Table: table, Dst: ownership.IPNet(gwPrefix(gw)), LinkIndex: vl.Index, Scope: kernel.ScopeLink}); err != nil {
 			return err
 		}
 		return host.RouteReplace(kernel.Route{Table: table, Gw: net.IP(gw.AsSlice()), LinkIndex: vl.Index, Family: fam})
@@ -71,7 +71,7 @@ func (d *Driver) setupBranchHost(host kernel.API, hostVeth string, hostIdx int, 
 	}
 	pfx := ip.Prefix()
 	if err := d.step(StepVlanPodRoute, pfx.String(), func() error {
-		return host.RouteReplace(kernel.Route{Table: table, Dst: ipNet(pfx), LinkIndex: hostIdx, Scope: kernel.ScopeLink})
+		return host.RouteReplace(kernel.Route{Table: table, Dst: ownership.IPNet(pfx), LinkIndex: hostIdx, Scope: kernel.ScopeLink})
 	}); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (d *Driver) teardownBranch(host kernel.API, ip PodIP, b *Branch, ourVeth in
 		// are ours to remove.
 		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s and its table %d: in use by %s", b.VlanLink(), table, holder))
 	} else {
-		errs = append(errs, d.teardownVlan(host, b, family(ip.Addr), rep)...)
+		errs = append(errs, d.teardownVlan(host, b, ownership.Family(ip.Addr), rep)...)
 	}
 	if tied {
 		errs = append(errs, d.teardownBranchAddr(host, ip.Addr, table, routes, rep))
@@ -210,18 +210,4 @@ func (d *Driver) teardownBranchAddr(host kernel.API, a netip.Addr, table int, ro
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// routeIn is the route for exactly the prefix in one table, if any.
-func routeIn(host kernel.API, p netip.Prefix, table int) (*kernel.Route, error) {
-	routes, err := host.RouteList(family(p.Addr()), table)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range routes {
-		if samePrefix(r.Dst, p) {
-			return &r, nil
-		}
-	}
-	return nil, nil
 }

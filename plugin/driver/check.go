@@ -56,7 +56,7 @@ func (d *Driver) Check(host, pod kernel.API, p Pod) error {
 		}
 		if p.Branch != nil && p.Branch.Strict {
 			for _, l := range []string{p.Branch.VlanLink(), p.HostVeth} {
-				if !has(iifRuleMatcher(family(ip.Addr), func(r kernel.Rule) bool { return r.IifName == l && r.Table == table })) {
+				if !has(iifRuleMatcher(ownership.Family(ip.Addr), func(r kernel.Rule) bool { return r.IifName == l && r.Table == table })) {
 					miss("rule %d iif %s lookup %d is missing", ownership.PrioVlanIIF, l, table)
 				}
 			}
@@ -108,7 +108,7 @@ func checkUnknownTable(host kernel.API, ip PodIP, has func(ruleMatcher) bool) er
 // checkPodSide: the address, the gateway routes and the static neighbour.
 func checkPodSide(pod kernel.API, cl kernel.Link, ip PodIP, hl kernel.Link) error {
 	var missing []error
-	addrs, err := pod.AddrList(cl.Index, family(ip.Addr))
+	addrs, err := pod.AddrList(cl.Index, ownership.Family(ip.Addr))
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func checkPodSide(pod kernel.API, cl kernel.Link, ip PodIP, hl kernel.Link) erro
 		missing = append(missing, fmt.Errorf("address %s is missing on %s", ip.Prefix(), cl.Name))
 	}
 	gw := gateway(ip.Addr)
-	routes, err := pod.RouteList(family(ip.Addr), kernel.TableMain)
+	routes, err := pod.RouteList(ownership.Family(ip.Addr), kernel.TableMain)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func checkPodSide(pod kernel.API, cl kernel.Link, ip PodIP, hl kernel.Link) erro
 	if !gwRoute || !defRoute {
 		missing = append(missing, fmt.Errorf("the pod's route to gateway %s or its default route is missing", gw))
 	}
-	neighs, err := pod.NeighList(cl.Index, family(ip.Addr))
+	neighs, err := pod.NeighList(cl.Index, ownership.Family(ip.Addr))
 	if err != nil {
 		return err
 	}

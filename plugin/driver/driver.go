@@ -4,7 +4,6 @@ import (
 	"github.com/vpccni/vpccni/internal/failpoint"
 
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,10 +43,8 @@ type Driver struct {
 	log *slog.Logger
 	// dadTimeout bounds the wait for IPv6 duplicate address detection.
 	dadTimeout time.Duration
-	// hook, when set, is called before each named step; an error it
-	// returns fails the step. The harness uses it to inject faults.
-	hook func(step string) error
-	// fp, when set, holds the armed failpoints (one per step).
+	// fp, when set, holds the armed failpoints (one per step): a step
+	// crashes, hangs, fails or is skipped (failpoint.Skip) there.
 	fp *failpoint.Set
 }
 
@@ -110,31 +107,13 @@ func (d *Driver) WithLog(log *slog.Logger) *Driver {
 	return &c
 }
 
-// WithStepHook returns a copy of the driver that calls hook before every
-// step (see Steps).
-func (d *Driver) WithStepHook(hook func(step string) error) *Driver {
-	c := *d
-	c.hook = hook
-	return &c
-}
-
-// ErrSkipStep, returned by a step hook, makes the driver skip the step as
-// if it did not exist: the harness uses it to remove one teardown step and
-// show that the invariants notice.
-var ErrSkipStep = errors.New("step skipped by hook")
-
 // step runs one named step and wraps its error with the name, so a failed
 // ADD or DEL says exactly where it stopped.
 func (d *Driver) step(name, object string, fn func() error) error {
-	if err := d.fp.Trigger(stepPoints[name]); err != nil {
+	if err := d.fp.Trigger(stepPoints[name]); failpoint.Is(err, failpoint.Skip) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("%s %s: %w", name, object, err)
-	}
-	if d.hook != nil {
-		if err := d.hook(name); errors.Is(err, ErrSkipStep) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("%s %s: %w", name, object, err)
-		}
 	}
 	if err := fn(); err != nil {
 		return fmt.Errorf("%s %s: %w", name, object, err)

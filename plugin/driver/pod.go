@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"reflect"
 
-	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
 )
 
@@ -94,10 +93,6 @@ func (b *Branch) Table() int { return ownership.VlanTable(b.VlanID) }
 
 // VlanLink is the VLAN link's name.
 func (b *Branch) VlanLink() string { return ownership.VlanLink(b.VlanID) }
-
-func ipNet(p netip.Prefix) *net.IPNet { return ownership.IPNet(p) }
-
-func family(a netip.Addr) kernel.Family { return ownership.Family(a) }
 
 func gateway(a netip.Addr) netip.Addr {
 	if a.Is4() {

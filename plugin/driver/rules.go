@@ -15,13 +15,13 @@ type ruleMatcher struct {
 
 // toPodRuleMatcher: exactly `to <a> lookup main` at 512.
 func toPodRuleMatcher(a netip.Addr) ruleMatcher {
-	return ruleMatcher{family: family(a), match: func(r kernel.Rule) bool { return ownership.IsToPod(r, a) }}
+	return ruleMatcher{family: ownership.Family(a), match: func(r kernel.Rule) bool { return ownership.IsToPod(r, a) }}
 }
 
 // fromPodRuleMatcher: exactly `from <a> lookup T` at 1536, for tables the
 // predicate accepts (never a non-pod table, never main).
 func fromPodRuleMatcher(a netip.Addr, table func(int) bool) ruleMatcher {
-	return ruleMatcher{family: family(a), match: func(r kernel.Rule) bool { return ownership.IsFromPod(r, a) && table(r.Table) }}
+	return ruleMatcher{family: ownership.Family(a), match: func(r kernel.Rule) bool { return ownership.IsFromPod(r, a) && table(r.Table) }}
 }
 
 // iifRuleMatcher: a strict branch pod's prio-10 iif rules the predicate

@@ -146,19 +146,19 @@ func (d *Driver) setupPodSide(pod kernel.API, podIf int, ip PodIP, hostMAC net.H
 		}
 	}
 	gw := gateway(ip.Addr)
-	gwNet := ipNet(gwPrefix(gw))
+	gwNet := ownership.IPNet(gwPrefix(gw))
 	if err := d.step(StepPodGatewayRoute, gw.String(), func() error {
 		return pod.RouteReplace(kernel.Route{Dst: gwNet, LinkIndex: podIf, Scope: kernel.ScopeLink})
 	}); err != nil {
 		return err
 	}
 	if err := d.step(StepPodDefaultRoute, "via "+gw.String(), func() error {
-		return pod.RouteReplace(kernel.Route{Gw: net.IP(gw.AsSlice()), LinkIndex: podIf, Family: family(ip.Addr)})
+		return pod.RouteReplace(kernel.Route{Gw: net.IP(gw.AsSlice()), LinkIndex: podIf, Family: ownership.Family(ip.Addr)})
 	}); err != nil {
 		return err
 	}
 	if err := d.step(StepPodAddress, ip.Prefix().String(), func() error {
-		return ignoreExist(pod.AddrAdd(podIf, ipNet(ip.Prefix())))
+		return ignoreExist(pod.AddrAdd(podIf, ownership.IPNet(ip.Prefix())))
 	}); err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (d *Driver) setupHostSide(host kernel.API, hostIdx int, ip PodIP) error {
 		return err
 	}
 	if err := d.step(StepHostRoute, pfx.String(), func() error {
-		return host.RouteReplace(kernel.Route{Table: kernel.TableMain, Dst: ipNet(pfx), LinkIndex: hostIdx, Scope: kernel.ScopeLink})
+		return host.RouteReplace(kernel.Route{Table: kernel.TableMain, Dst: ownership.IPNet(pfx), LinkIndex: hostIdx, Scope: kernel.ScopeLink})
 	}); err != nil {
 		return err
 	}

@@ -290,9 +290,9 @@ func (d *Driver) teardownIPRules(host kernel.API, rules *ruleView, a netip.Addr,
 // address: a 512 or 1536 rule of its exact shape, or a main-table route to
 // exactly it.
 func hasObjects(host kernel.API, v *ruleView, a netip.Addr) (bool, error) {
-	if !v.Covers(family(a)) {
+	if !v.Covers(ownership.Family(a)) {
 		var err error
-		if v, err = listRules(host, family(a)); err != nil {
+		if v, err = listRules(host, ownership.Family(a)); err != nil {
 			return false, err
 		}
 	}

@@ -104,7 +104,7 @@ func isVlanLink(name string) bool {
 // VLAN, not an address: the VLAN's objects are torn down on their own
 // terms, see teardownBranch.)
 func branchTie(host kernel.API, a netip.Addr, table int, ourVeth int) (bool, error) {
-	rules, err := host.RuleList(family(a))
+	rules, err := host.RuleList(ownership.Family(a))
 	if err != nil {
 		return false, err
 	}

@@ -168,9 +168,10 @@ type run struct {
 type Options struct {
 	// Log receives ipamd's and the plugin's logs (nil: discarded).
 	Log *slog.Logger
-	// DriverHook is called before every driver step (driver.WithStepHook):
-	// tests use it to remove a step and watch the invariants catch it.
-	DriverHook func(step string) error
+	// SkipSteps are driver steps left out of every setup and teardown
+	// (driver.SkipSteps, on the run's failpoints): tests remove a step and
+	// watch the invariants catch it.
+	SkipSteps []string
 	// Quiet skips the kernel snapshots of the timeline (the explorer runs
 	// thousands of schedules and reads only the verdict).
 	Quiet bool
@@ -322,10 +323,11 @@ func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at 
 		ns, name, _ := strings.Cut(p.Name, "/")
 		r.pods[p.Name] = &pod{spec: p, ns: ns, name: name, device: p.Device}
 	}
-	drv := driver.New(log).WithFailpoints(r.fp)
-	if opt.DriverHook != nil {
-		drv = drv.WithStepHook(opt.DriverHook)
+	if err := driver.SkipSteps(r.fp, opt.SkipSteps...); err != nil {
+		r.close()
+		return nil, err
 	}
+	drv := driver.New(log).WithFailpoints(r.fp)
 	r.exec = &inprocExec{policy: pol, calls: map[string]int{}}
 	env := plugin.Env{
 		Kernel:     r.kern.Opener(nodeNS),
@@ -377,12 +379,6 @@ func (r *run) close() {
 	os.RemoveAll(r.tmp)
 }
 
-// Scenario files name failpoints; every component that registers them is
-// linked here.
-func init() {
-	spec.FailpointKnown = func(n string) bool { return failpoint.Known(failpoint.Name(n)) }
-}
-
 // scratchDir is where a run keeps its socket, checkpoint and CNI cache:
 // memory (/dev/shm) where there is some, so the checkpoint's fsyncs cost
 // nothing; a simulated crash keeps the page cache anyway.
@@ -424,14 +420,7 @@ func (r *run) startIpamd(memory string) error {
 		prof.Reconcile = false
 	}
 	cfg := ipamd.Config{SocketPath: r.sock, Inventory: r.cloud, Logger: r.log, Version: "scenario", IPv6: r.mode == "ipv6",
-		Placement: func(ns, name string) (int, bool) {
-			p, ok := r.pods[ns+"/"+name]
-			if !ok || p.unpinned {
-				return 0, false
-			}
-			return p.device, true
-		},
-		Kernel: r.node, HostNAT: r.hostNAT(), Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Failpoints: r.fp, Cooldown: datastore.DefaultCooldown, Now: r.clock, ManualLoops: true,
+		Kernel: r.node, HostNAT: r.hostNAT(), Checkpoint: r.ckpt, ReleaseQueue: r.releaseQueue(prof), Cooldown: datastore.DefaultCooldown, Now: r.clock,
 		ReconcileGrace: grace, ReconcileInterval: interval,
 		Reconcile: prof.Reconcile, Restore: ipamd.RestorePolicy{AdoptOnMissing: prof.AdoptOnMissing,
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
@@ -447,7 +436,14 @@ func (r *run) startIpamd(memory string) error {
 		r.badConfig = false
 		cfg.ReconcileInterval = -time.Second // refused: out of its range
 	}
-	d, err := ipamd.New(cfg)
+	place := func(ns, name string) (int, bool) {
+		p, ok := r.pods[ns+"/"+name]
+		if !ok || p.unpinned {
+			return 0, false
+		}
+		return p.device, true
+	}
+	d, err := ipamd.New(cfg, ipamd.WithPlacement(place), ipamd.WithFailpoints(r.fp), ipamd.WithManualLoops())
 	if err == nil {
 		err = d.Start()
 	}

@@ -135,7 +135,6 @@ func Check(w World) ([]Violation, error) {
 	return out, nil
 }
 
-// Kinds lists the distinct kinds of a set of violations, sorted.
 // Severity orders the kinds, most serious first: what is left behind,
 // then an address given twice, a sandbox never removed, then what live
 // pods suffer; last the validator disagreeing, which says nothing of the
@@ -154,6 +153,7 @@ func Main(vs []Violation) string {
 	return ""
 }
 
+// Kinds lists the distinct kinds of a set of violations, sorted.
 func Kinds(vs []Violation) []string {
 	seen := map[string]bool{}
 	var ks []string
@@ -190,30 +190,82 @@ func toAddr(n *net.IPNet) (netip.Addr, bool) {
 // and 1536, host routes to /32s via veths, veths) must be explained by a
 // live pod; every live pod must have all of its own.
 func checkNodeObjects(w World) ([]Violation, error) {
-	var out []Violation
-	// live explains objects: a pending pod's are accounted for, but only
-	// live pods must have theirs.
-	explained := append(append([]Pod{}, w.Live...), w.Pending...)
-	// A live pod's claim on an address wins over a pending one's (a lost
-	// sandbox whose address was freed and taken again).
-	live := map[netip.Addr]Pod{}
-	for _, p := range slices.Concat(w.Pending, w.Live) {
-		live[p.IP] = p
+	c := claimsOf(w)
+	h := newHeld()
+	out, err := checkPodRules(w, c, h)
+	if err != nil {
+		return nil, err
 	}
+	links, byIndex, err := checkPodLinks(w, c, h)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, links...)
+	routes, err := checkPodRoutes(w, c, byIndex, h)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, routes...)
+	return append(out, checkLivePodsComplete(w, h)...), nil
+}
+
+// claims are the pods that explain the node's objects, by what they
+// claim: a pending pod's are accounted for, but only live pods must have
+// theirs.
+type claims struct {
+	// live: a live pod's claim on an address wins over a pending one's
+	// (a lost sandbox whose address was freed and taken again).
+	live map[netip.Addr]Pod
+	// iifOwner: strict branch pods own two iif rules, their VLAN's and
+	// their veth's (two sandboxes of one pod share the veth's name, each
+	// its own table).
+	iifOwner map[string][]Pod
+	// vethOf: the host veths and VLAN links of the pods.
+	vethOf map[string]bool
+}
+
+func claimsOf(w World) claims {
+	explained := append(append([]Pod{}, w.Live...), w.Pending...)
+	c := claims{live: map[netip.Addr]Pod{}, iifOwner: map[string][]Pod{}, vethOf: map[string]bool{}}
+	for _, p := range slices.Concat(w.Pending, w.Live) {
+		c.live[p.IP] = p
+	}
+	for _, p := range explained {
+		if p.VlanID != 0 && p.Strict {
+			c.iifOwner[p.vlanLink()] = append(c.iifOwner[p.vlanLink()], p)
+			c.iifOwner[p.HostVeth] = append(c.iifOwner[p.HostVeth], p)
+		}
+	}
+	for _, p := range explained {
+		c.vethOf[p.HostVeth] = true
+		if p.VlanID != 0 {
+			c.vethOf[p.vlanLink()] = true
+		}
+	}
+	return c
+}
+
+// held is which of their objects the pods were found to have.
+type held struct {
+	rule512, rule1536 map[netip.Addr]bool
+	iif               map[string]bool // link|table
+	link              map[string]bool
+	route             map[netip.Addr]bool
+}
+
+func newHeld() *held {
+	return &held{rule512: map[netip.Addr]bool{}, rule1536: map[netip.Addr]bool{}, iif: map[string]bool{},
+		link: map[string]bool{}, route: map[netip.Addr]bool{}}
+}
+
+// checkPodRules: a rule at 512, 1536 or 10 that no pod explains is a leak
+// (another agent's rules are checkForeign's).
+func checkPodRules(w World, c claims, h *held) ([]Violation, error) {
 	rules, err := w.Node.RuleList(kernel.FamilyAll)
 	if err != nil {
 		return nil, err
 	}
-	have512, have1536 := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	// Strict branch pods own two iif rules: their VLAN's and their veth's
-	// (two sandboxes of one pod share the veth's name, each its own table).
-	iifOwner, haveIIF := map[string][]Pod{}, map[string]bool{}
-	for _, p := range explained {
-		if p.VlanID != 0 && p.Strict {
-			iifOwner[p.vlanLink()] = append(iifOwner[p.vlanLink()], p)
-			iifOwner[p.HostVeth] = append(iifOwner[p.HostVeth], p)
-		}
-	}
+	var out []Violation
 	for _, r := range rules {
 		if ownership.IndexOf(w.Foreign, r) >= 0 {
 			continue // another agent's: checkForeign's
@@ -221,88 +273,99 @@ func checkNodeObjects(w World) ([]Violation, error) {
 		switch r.Priority {
 		case ownership.PrioToPod:
 			a, ok := toAddr(r.Dst)
-			if p, isLive := live[a]; ok && isLive && r.Table == kernel.TableMain && r.Src == nil {
-				have512[p.IP] = true
+			if p, isLive := c.live[a]; ok && isLive && r.Table == kernel.TableMain && r.Src == nil {
+				h.rule512[p.IP] = true
 				continue
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d to %s lookup %s (%s)", r.Priority, r.Dst, ownership.TableName(r.Table), owner(w, a))})
 		case ownership.PrioFromPod:
 			a, ok := toAddr(r.Src)
-			if p, isLive := live[a]; ok && isLive && r.Table == p.Table() && r.Dst == nil {
-				have1536[p.IP] = true
+			if p, isLive := c.live[a]; ok && isLive && r.Table == p.Table() && r.Dst == nil {
+				h.rule1536[p.IP] = true
 				continue
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d from %s lookup %s (%s)", r.Priority, r.Src, ownership.TableName(r.Table), owner(w, a))})
 		case ownership.PrioVlanIIF:
-			if slices.ContainsFunc(iifOwner[r.IifName], func(p Pod) bool { return r.Table == p.Table() }) {
-				haveIIF[r.IifName+"|"+fmt.Sprint(r.Table)] = true
+			if slices.ContainsFunc(c.iifOwner[r.IifName], func(p Pod) bool { return r.Table == p.Table() }) {
+				h.iif[r.IifName+"|"+fmt.Sprint(r.Table)] = true
 				continue
 			}
 			out = append(out, Violation{Leak, fmt.Sprintf("rule %d iif %s lookup %s", r.Priority, r.IifName, ownership.TableName(r.Table))})
 		}
 	}
+	return out, nil
+}
+
+// checkPodLinks: a veth or VLAN link that no pod explains is a leak. It
+// returns the node's links by index, for checkPodRoutes.
+func checkPodLinks(w World, c claims, h *held) ([]Violation, map[int]kernel.Link, error) {
 	links, err := w.Node.LinkList()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var out []Violation
 	byIndex := map[int]kernel.Link{}
-	vethOf := map[string]bool{}
-	for _, p := range explained {
-		vethOf[p.HostVeth] = true
-		if p.VlanID != 0 {
-			vethOf[p.vlanLink()] = true
-		}
-	}
-	haveVeth := map[string]bool{}
 	for _, l := range links {
 		byIndex[l.Index] = l
 		if l.Kind != kernel.KindVeth && l.Kind != kernel.KindVlan {
 			continue
 		}
-		if vethOf[l.Name] {
-			haveVeth[l.Name] = true
+		if c.vethOf[l.Name] {
+			h.link[l.Name] = true
 			continue
 		}
 		out = append(out, Violation{Leak, fmt.Sprintf("link %s (%s)", l.Name, l.Kind)})
 	}
+	return out, byIndex, nil
+}
+
+// checkPodRoutes: a main-table route to a single address through a veth
+// is a leak unless it goes to the veth of the pod holding the address.
+func checkPodRoutes(w World, c claims, byIndex map[int]kernel.Link, h *held) ([]Violation, error) {
 	routes, err := w.Node.RouteList(kernel.FamilyAll, kernel.TableMain)
 	if err != nil {
 		return nil, err
 	}
-	haveRoute := map[netip.Addr]bool{}
+	var out []Violation
 	for _, r := range routes {
 		a, ok := toAddr(r.Dst)
 		l, known := byIndex[r.LinkIndex]
 		if !ok || !known || l.Kind != kernel.KindVeth {
 			continue
 		}
-		if p, isLive := live[a]; isLive && p.HostVeth == l.Name {
-			haveRoute[a] = true
+		if p, isLive := c.live[a]; isLive && p.HostVeth == l.Name {
+			h.route[a] = true
 			continue
 		}
 		out = append(out, Violation{Leak, fmt.Sprintf("route %s dev %s (%s)", r.Dst, l.Name, owner(w, a))})
 	}
+	return out, nil
+}
+
+// checkLivePodsComplete: a live pod lacking one of its objects is broken.
+func checkLivePodsComplete(w World, h *held) []Violation {
+	var out []Violation
 	for _, p := range w.Live {
 		missing := []string{}
-		if !haveVeth[p.HostVeth] {
+		if !h.link[p.HostVeth] {
 			missing = append(missing, "host veth "+p.HostVeth)
 		}
-		if p.VlanID != 0 && !haveVeth[p.vlanLink()] {
+		if p.VlanID != 0 && !h.link[p.vlanLink()] {
 			missing = append(missing, "VLAN link "+p.vlanLink())
 		}
 		if p.hostRouted() {
-			if !haveRoute[p.IP] {
+			if !h.route[p.IP] {
 				missing = append(missing, "host route")
 			}
-			if !have512[p.IP] {
+			if !h.rule512[p.IP] {
 				missing = append(missing, "rule 512")
 			}
-			if p.Table() != kernel.TableMain && !have1536[p.IP] {
+			if p.Table() != kernel.TableMain && !h.rule1536[p.IP] {
 				missing = append(missing, fmt.Sprintf("rule 1536 lookup %d", p.Table()))
 			}
 		} else {
 			for _, l := range []string{p.vlanLink(), p.HostVeth} {
-				if !haveIIF[l+"|"+fmt.Sprint(p.Table())] {
+				if !h.iif[l+"|"+fmt.Sprint(p.Table())] {
 					missing = append(missing, fmt.Sprintf("rule 10 iif %s lookup %d", l, p.Table()))
 				}
 			}
@@ -311,10 +374,9 @@ func checkNodeObjects(w World) ([]Violation, error) {
 			out = append(out, Violation{Broken, fmt.Sprintf("%s (%s) lacks %s", p.Name, p.IP, strings.Join(missing, ", "))})
 		}
 	}
-	return out, nil
+	return out
 }
 
-// checkSandboxes: a deleted pod's namespace must be gone.
 // checkForeign: nothing may remove a rule that was never a pod's.
 func checkForeign(w World) ([]Violation, error) {
 	if len(w.Foreign) == 0 {
@@ -333,6 +395,7 @@ func checkForeign(w World) ([]Violation, error) {
 	return out, nil
 }
 
+// checkSandboxes: a deleted pod's namespace must be gone.
 func checkSandboxes(w World) ([]Violation, error) {
 	var out []Violation
 	for _, p := range w.Deleted {

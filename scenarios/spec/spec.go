@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/vpccni/vpccni/scenarios/failpoints"
 )
 
 // Scenario is one file of the library.
@@ -88,10 +90,6 @@ type Failpoint struct {
 	Occurrence int    `json:"occurrence,omitempty"`
 	Memory     string `json:"memory,omitempty"`
 }
-
-// FailpointKnown validates failpoint names; the engine, which links every
-// component that registers them, sets it.
-var FailpointKnown = func(string) bool { return true }
 
 // Fault makes the in-memory EC2 fail the next calls of one API.
 type Fault struct {
@@ -427,7 +425,7 @@ func (s *Scenario) validateEvent(i int, declared map[string]bool) error {
 	}
 	if f := e.Failpoint; f != nil {
 		switch {
-		case !FailpointKnown(f.Name):
+		case !failpoints.Known(f.Name):
 			return fmt.Errorf("failpoint %q is not a failpoint of this build (replay failpoints lists them)", f.Name)
 		case !contains([]string{"crash", "error", "hang"}, f.Action):
 			return fmt.Errorf("failpoint %s: action %q is not crash, error or hang", f.Name, f.Action)

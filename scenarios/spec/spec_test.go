@@ -49,6 +49,7 @@ func TestParseBad(t *testing.T) {
 		"not yaml":        "name: [",
 		"device range":    strings.Replace(good, "device: 1", "device: 99", 1),
 		"limit w/o leak":  strings.Replace(good, "name: t", "name: t\nknownLimit: none really", 1),
+		"no such point":   strings.Replace(good, "- settle: {}", "- failpoint: {name: driver/no-such-step, action: crash}", 1),
 	}
 	for name, in := range cases {
 		if _, err := Parse([]byte(in)); err == nil {
@@ -56,6 +57,19 @@ func TestParseBad(t *testing.T) {
 		} else if err.Error() == "" {
 			t.Errorf("%s: empty message", name)
 		}
+	}
+}
+
+// TestFailpointNames: a failpoint of this build is accepted, any other
+// name is refused with the same message the engine's check gave.
+func TestFailpointNames(t *testing.T) {
+	in := strings.Replace(good, "- settle: {}", "- failpoint: {name: ipamd/add/before-reply, action: crash}", 1)
+	if _, err := Parse([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Parse([]byte(strings.Replace(in, "ipamd/add/before-reply", "ipamd/add/nowhere", 1)))
+	if want := `timeline[2]: failpoint "ipamd/add/nowhere" is not a failpoint of this build (replay failpoints lists them)`; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
 	}
 }
 

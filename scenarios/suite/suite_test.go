@@ -94,15 +94,9 @@ var _ = Describe("a teardown step removed", Label("mutation"), func() {
 		{"branch-eni-standard", driver.StepDelVlanLink, "link vlan.eth."},
 	} {
 		It(c.mode+": without "+c.step+" the invariant reports "+c.want, Label(c.mode), func() {
-			hook := func(name string) error {
-				if name == c.step {
-					return driver.ErrSkipStep
-				}
-				return nil
-			}
 			plugin := policy.Default{}.Ipamd()
 			plugin.Reconcile = false
-			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook, Ipamd: &plugin})
+			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{SkipSteps: []string{c.step}, Ipamd: &plugin})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Kinds).To(ContainElement(invariant.Leak))
 			Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.What },
@@ -129,13 +123,7 @@ var _ = Describe("the reconciler behind a broken teardown", Label("mutation", "r
 		{"branch-eni-strict", driver.StepDelIIFRules},
 	} {
 		It(c.mode+": without "+c.step+" the node still ends clean", Label(c.mode), func() {
-			hook := func(name string) error {
-				if name == c.step {
-					return driver.ErrSkipStep
-				}
-				return nil
-			}
-			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{DriverHook: hook})
+			res, err := engine.Run(s, c.mode, policy.Default{}, engine.Options{SkipSteps: []string{c.step}})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Violations).To(BeEmpty())
 		})
@@ -150,24 +138,19 @@ var _ = Describe("the stale iif rules of a recreated pod", Label("branch-eni-str
 	if err != nil {
 		panic(err)
 	}
-	run := func(hook func(string) error) *engine.Result {
-		res, err := engine.Run(s, "branch-eni-strict", policy.RefV110, engine.Options{DriverHook: hook})
+	run := func(skip ...string) *engine.Result {
+		res, err := engine.Run(s, "branch-eni-strict", policy.RefV110, engine.Options{SkipSteps: skip})
 		Expect(err).NotTo(HaveOccurred())
 		return res
 	}
 	It("are removed by ADD: the legacy DEL leaks, nothing is misrouted", func() {
-		res := run(nil)
+		res := run()
 		Expect(res.Kinds).To(ContainElement(invariant.Leak))
 		Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)
 		Expect(res.Kinds).NotTo(ContainElement(invariant.Misroute))
 	})
 	It("misroute the new pod into the old VLAN when ADD keeps them", func() {
-		res := run(func(step string) error {
-			if step == driver.StepDelOldIIFRules {
-				return driver.ErrSkipStep
-			}
-			return nil
-		})
+		res := run(driver.StepDelOldIIFRules)
 		Expect(res.Violations).To(ContainElement(WithTransform(func(v invariant.Violation) string { return v.Kind + " " + v.What },
 			And(HavePrefix(invariant.Misroute), ContainSubstring("vlan.eth.1")))))
 		Expect(res.Kinds).NotTo(ContainElement(invariant.AuditDisagrees), "%v", res.Violations)

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/benchstat"
+	"github.com/vpccni/vpccni/internal/testsupport/benchstat"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 )

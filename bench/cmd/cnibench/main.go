@@ -4,7 +4,7 @@
 // built by make tools) against one running ipamd --cloud memory, and ptp +
 // host-local. All three are driven the same way: libcni from Go, from
 // inside a node namespace, through the jail the reference needs
-// (internal/refcni), a fresh pod namespace per run, interleaved (the
+// (internal/testsupport/refcni), a fresh pod namespace per run, interleaved (the
 // order rotating every round). The timed region is the plugin process
 // alone; namespace, mount and jail set-up are measured and reported apart.
 //
@@ -30,8 +30,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/vpccni/vpccni/internal/refcni"
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/refcni"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/ownership"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"golang.org/x/sys/unix"
 
-	"github.com/vpccni/vpccni/internal/refcni"
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/refcni"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/linux"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/benchstat"
+	"github.com/vpccni/vpccni/internal/testsupport/benchstat"
 )
 
 // setupTimes is what the bench spends outside the timed region, once.

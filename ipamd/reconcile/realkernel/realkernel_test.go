@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/ipamd/reconcile/internal/scene"
 	"github.com/vpccni/vpccni/kernel"

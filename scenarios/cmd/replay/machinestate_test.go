@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/machinestate"
+	"github.com/vpccni/vpccni/internal/testsupport/machinestate"
 )
 
 // TestMain fails the run if it created the machine's vpc-cni stateDir: a

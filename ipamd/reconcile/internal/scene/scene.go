@@ -32,7 +32,7 @@ func (w World) Prepare() error {
 			if err != nil {
 				return err
 			}
-			return w.Node.AddrAdd(l.Index, addrNet(addr))
+			return w.Node.AddrAdd(l.Index, Net(addr)) // the address, not the network, with the prefix's length
 		}
 	}
 	route := func(gw string, fam kernel.Family) func() error {
@@ -65,13 +65,6 @@ func (w World) Prepare() error {
 		}
 	}
 	return nil
-}
-
-// addrNet is an interface address (the address, not the network, with the
-// prefix's length).
-func addrNet(s string) *net.IPNet {
-	p := netip.MustParsePrefix(s)
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // Pod makes what the plugin makes for a live pod on the node side: the
@@ -135,31 +128,20 @@ func (w World) Rules(rs ...kernel.Rule) error {
 }
 
 // Host is ip's host prefix, IPv4 in its 4-byte form.
-func Host(ip netip.Addr) *net.IPNet {
-	return &net.IPNet{IP: net.IP(ip.AsSlice()), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}
-}
+func Host(ip netip.Addr) *net.IPNet { return ownership.IPNet(ownership.HostPrefix(ip)) }
 
-// Net parses a prefix, IPv4 in its 4-byte form.
-func Net(s string) *net.IPNet {
-	p := netip.MustParsePrefix(s)
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-func fam(ip netip.Addr) kernel.Family {
-	if ip.Is4() {
-		return kernel.FamilyV4
-	}
-	return kernel.FamilyV6
-}
+// Net parses a prefix (its address kept as written, not masked), IPv4 in
+// its 4-byte form.
+func Net(s string) *net.IPNet { return ownership.IPNet(netip.MustParsePrefix(s)) }
 
 // ToPod is the plugin's `512: to <ip> lookup main`.
 func ToPod(ip netip.Addr) kernel.Rule {
-	return kernel.Rule{Priority: ownership.PrioToPod, Family: fam(ip), Dst: Host(ip), Table: kernel.TableMain}
+	return kernel.Rule{Priority: ownership.PrioToPod, Family: ownership.Family(ip), Dst: Host(ip), Table: kernel.TableMain}
 }
 
 // FromPod is the plugin's `1536: from <ip> lookup <table>`.
 func FromPod(ip netip.Addr, table int) kernel.Rule {
-	return kernel.Rule{Priority: ownership.PrioFromPod, Family: fam(ip), Src: Host(ip), Table: table}
+	return kernel.Rule{Priority: ownership.PrioFromPod, Family: ownership.Family(ip), Src: Host(ip), Table: table}
 }
 
 // IIF is the branch path's `10: iif <link> lookup <table>`.

@@ -11,7 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/vpccni/vpccni/internal/nsthread"
+	"github.com/vpccni/vpccni/kernel/linux/nsthread"
 	"os"
 	"path/filepath"
 	"sync"

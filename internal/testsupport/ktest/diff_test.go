@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/ktest"
+	"github.com/vpccni/vpccni/internal/testsupport/ktest"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/kernel/model"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vpccni/vpccni/internal/testns"
+	"github.com/vpccni/vpccni/internal/testsupport/testns"
 )
 
 // The jail's mounts never reach the machine: /host and /var/run/aws-node
