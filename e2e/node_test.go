@@ -2,17 +2,13 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -134,88 +130,43 @@ func (n *node) evictIpamd() {
 }
 
 // allocation is one entry of ipamd's /v1/allocations.
-type allocation struct {
-	ContainerID string `json:"containerID"`
-	Pod         string `json:"pod"`
-	IP          string `json:"ip"`
-	Releasing   bool   `json:"releasing"`
-}
+type allocation = simnode.Allocation
 
-// reaped waits until ipamd holds nothing a DEL handed over: vpc-cni's DEL
-// leaves the pod's veth pair to ipamd, which deletes it and then releases
-// the address, moments after the DEL returned. Every check of the node's
-// end state waits for it first.
+// reaped waits until ipamd holds nothing a DEL handed over
+// (simnode.WaitReaped). Every check of the node's end state waits for it
+// first.
 func (n *node) reaped() {
 	if n.ipamd == nil && !n.daemonSet {
 		return
 	}
-	Eventually(func() []string {
-		var left []string
-		for _, a := range n.allocations() {
-			if a.Releasing {
-				left = append(left, a.IP+" of "+a.Pod)
-			}
-		}
-		return left
-	}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty(), "handed-over veths ipamd has not deleted")
+	simnode.WaitReaped(n.introspectDialer())
 }
 
-// allocations GETs /v1/allocations over ipamd's introspection socket.
-func (n *node) allocations() []allocation {
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", n.introspectSock())
+// allocations GETs /v1/allocations from ipamd.
+func (n *node) allocations() []allocation { return simnode.Allocations(n.introspectDialer()) }
+
+// introspectDialer reaches ipamd's introspection endpoint: the node's
+// socket, or for the DaemonSet's ipamd its default address on the node
+// namespace's loopback.
+func (n *node) introspectDialer() simnode.Dialer {
+	if !n.daemonSet {
+		return n.sim.IntrospectDialer()
 	}
-	if n.daemonSet {
-		// The DaemonSet's ipamd listens at its default address, on the
-		// node namespace's loopback.
-		dial = func(ctx context.Context, _, _ string) (c net.Conn, err error) {
-			err = n.ns.Do(func() error {
-				c, err = (&net.Dialer{}).DialContext(ctx, "tcp", introspect.DefaultAddress)
-				return err
-			})
-			return c, err
-		}
+	return func(ctx context.Context, _, _ string) (c net.Conn, err error) {
+		err = n.ns.Do(func() error {
+			c, err = (&net.Dialer{}).DialContext(ctx, "tcp", introspect.DefaultAddress)
+			return err
+		})
+		return c, err
 	}
-	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial}}
-	resp, err := c.Get("http://ipamd/v1/allocations")
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	b, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
-	var out []allocation
-	Expect(json.Unmarshal(b, &out)).To(Succeed())
-	return out
 }
 
 // rulesFor lists the node's rules whose selector is exactly the address.
-func (n *node) rulesFor(a netip.Addr) []kernel.Rule {
-	rules, err := n.host.RuleList(kernel.FamilyAll)
-	Expect(err).NotTo(HaveOccurred())
-	var out []kernel.Rule
-	for _, r := range rules {
-		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
-			if sel != nil && sel.IP.Equal(net.IP(a.AsSlice())) {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.host, a) }
 
 // routesFor lists the node's routes (any table) to exactly the address.
 func (n *node) routesFor(a netip.Addr) []kernel.Route {
-	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
-	Expect(err).NotTo(HaveOccurred())
-	var out []kernel.Route
-	for _, r := range routes {
-		if r.Dst != nil && r.Dst.IP.Equal(net.IP(a.AsSlice())) {
-			if ones, bits := r.Dst.Mask.Size(); ones == bits {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
+	return simnode.RoutesFor(n.host, a, kernel.TableUnspec)
 }
 
 // natRules is `iptables -t nat -S` (or ip6tables) in the node namespace:

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,57 +16,31 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/vpccni/vpccni/internal/testsupport/simnode"
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
 	"github.com/vpccni/vpccni/ownership"
 )
 
 // allocation is one entry of ipamd's /v1/allocations.
-type allocation struct {
-	ContainerID string `json:"containerID"`
-	Pod         string `json:"pod"`
-	IP          string `json:"ip"`
-	Releasing   bool   `json:"releasing"`
-}
+type allocation = simnode.Allocation
 
-// reaped waits until ipamd holds nothing a DEL handed over: the veth pairs
-// vpc-cni's DELs left it are deleted and their addresses released (a few
-// tens of milliseconds each). A spec's checks after a DEL then see what
-// the DEL and ipamd together leave.
+// reaped waits until ipamd holds nothing a DEL handed over
+// (simnode.WaitReaped): a spec's checks after a DEL then see what the DEL
+// and ipamd together leave.
 func (n *node) reaped() {
 	if n.ipamd == nil {
 		return
 	}
-	Eventually(func() []string {
-		var left []string
-		for _, a := range n.allocations() {
-			if a.Releasing {
-				left = append(left, a.IP+" of "+a.ContainerID)
-			}
-		}
-		return left
-	}, 10*time.Second, 10*time.Millisecond).Should(BeEmpty(), "handed-over veths ipamd has not deleted")
+	simnode.WaitReaped(n.sim.IntrospectDialer())
 }
 
 // introspect GETs an introspection path over ipamd's Unix socket.
 func (n *node) introspect(path string) []byte {
-	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", n.introspectSock())
-		}}}
-	resp, err := c.Get("http://ipamd" + path)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	Expect(resp.StatusCode).To(Equal(http.StatusOK), path)
-	b, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
-	return b
+	return simnode.Introspect(n.sim.IntrospectDialer(), path)
 }
 
-func (n *node) allocations() []allocation {
-	var out []allocation
-	Expect(json.Unmarshal(n.introspect("/v1/allocations"), &out)).To(Succeed())
-	return out
-}
+// allocations GETs /v1/allocations.
+func (n *node) allocations() []allocation { return simnode.Allocations(n.sim.IntrospectDialer()) }
 
 // metrics scrapes ipamd's /metrics on the node namespace's loopback: the
 // connection is made from inside the namespace.

@@ -188,32 +188,9 @@ func podAddr(res *current.Result) netip.Addr {
 }
 
 // rulesFor lists the node's rules whose selector is exactly the address.
-func (n *node) rulesFor(a netip.Addr) []kernel.Rule {
-	rules, err := n.host.RuleList(kernel.FamilyAll)
-	Expect(err).NotTo(HaveOccurred())
-	var out []kernel.Rule
-	for _, r := range rules {
-		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
-			if sel != nil && sel.IP.Equal(net.IP(a.AsSlice())) {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.host, a) }
 
 // routesFor lists the node's main-table routes to exactly the address.
 func (n *node) routesFor(a netip.Addr) []kernel.Route {
-	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableMain)
-	Expect(err).NotTo(HaveOccurred())
-	var out []kernel.Route
-	for _, r := range routes {
-		if r.Dst != nil && r.Dst.IP.Equal(net.IP(a.AsSlice())) {
-			ones, bits := r.Dst.Mask.Size()
-			if ones == bits {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
+	return simnode.RoutesFor(n.host, a, kernel.TableMain)
 }

@@ -146,16 +146,5 @@ func readJournal(file string) ([]journal.Entry, error) {
 }
 
 func writeJournalJSON(path string, stdout io.Writer, files []string, rs []*playback.Report) error {
-	if path == "-" {
-		return report.JournalJSON(stdout, files, rs)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := report.JournalJSON(f, files, rs); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeOut(path, stdout, func(w io.Writer) error { return report.JournalJSON(w, files, rs) })
 }

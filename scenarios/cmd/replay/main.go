@@ -295,16 +295,5 @@ func policyOrder(names []string) []string {
 }
 
 func writeJSON(path string, stdout io.Writer, rs []*engine.Result, js []report.JournalRun) error {
-	if path == "-" {
-		return report.JSON(stdout, rs, js)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := report.JSON(f, rs, js); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeOut(path, stdout, func(w io.Writer) error { return report.JSON(w, rs, js) })
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -148,27 +147,4 @@ func randomProgress(w io.Writer, opt explore.RandomOptions) func(int) {
 			fmt.Fprintf(w, "\r%d schedules", done)
 		}
 	}
-}
-
-// writeReportJSON writes a report (an exploration's, a fleet's) as
-// indented JSON to path ("-": stdout).
-func writeReportJSON(path string, stdout io.Writer, v any) error {
-	if path == "-" {
-		return encodeIndented(stdout, v)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := encodeIndented(f, v); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func encodeIndented(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
