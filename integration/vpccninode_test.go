@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/vpccni/vpccni/hostnat"
+	"github.com/vpccni/vpccni/internal/testsupport/simnode"
 	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/kernel/linux"
 	"github.com/vpccni/vpccni/ownership"
@@ -28,19 +29,9 @@ import (
 // reference's HOST_CNI_* variables.
 var _ = Describe("vpccni-node as the aws-node containers", func() {
 	It("init installs the plugins and sets the node's sysctls; run starts ipamd, writes the conflist once it answers, and a pod gets POD_MTU on both veth ends", func() {
-		n := &node{}
-		var err error
-		n.ns, err = testns.New("vpccni-node")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { n.ns.Close() })
-		n.dir = GinkgoT().TempDir()
-		n.sock = filepath.Join(n.dir, "aws-node", "ipamd.sock")
+		sim := simnode.New("vpccni-node", "vpccni-node-") // the node without ipamd: vpccni-node starts it
+		n := &node{sim: sim, ns: sim.NS, dir: sim.Dir, sock: sim.Sock, host: sim.Host}
 		Expect(os.MkdirAll(filepath.Dir(n.sock), 0o755)).To(Succeed())
-		n.host, err = linux.Opener{}.Open(n.ns.Path())
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { n.host.Close() })
-		Expect(n.host.LinkSetUp("lo")).To(Succeed())
-		plugENIs(n.host)
 
 		image, hostBin, hostConf := filepath.Join(n.dir, "image"), filepath.Join(n.dir, "opt-cni-bin"), filepath.Join(n.dir, "etc-cni-net.d")
 		for _, d := range []string{image, hostBin, hostConf} {
