@@ -151,10 +151,14 @@ func open[T any](t *testing.T, browser context.Context, path, query, shot string
 	return out, s
 }
 
-// browserContext starts one headless Chromium for a test.
+// browserContext starts one headless Chromium for a test. Its profile
+// and its own temporary files live in the test's temporary directory, so
+// nothing of it outlives the test.
 func browserContext(t *testing.T) context.Context {
+	tmp := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
+		chromedp.DisableGPU, chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(filepath.Join(tmp, "profile")),
+		chromedp.Env("TMPDIR="+tmp))
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	b, cancelB := chromedp.NewContext(alloc)
