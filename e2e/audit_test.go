@@ -50,8 +50,8 @@ func (n *node) auditNode(deletePolicy string) (int, nodeAudit) {
 	bin := filepath.Join(binDir, "images", build, "app", "vpccni-audit")
 	var stdout, stderr bytes.Buffer
 	var runErr error
-	Expect(n.ns.Do(func() error {
-		cmd := exec.Command(bin, "--json", "--checkpoint", n.checkpoint(), "--cri-endpoint", "unix://"+n.cri.sock)
+	Expect(n.NS.Do(func() error {
+		cmd := exec.Command(bin, "--json", "--checkpoint", n.Checkpoint(), "--cri-endpoint", "unix://"+n.cri.sock)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		runErr = cmd.Run()
 		return nil

@@ -83,7 +83,7 @@ func (n *node) cycle(name string, t map[string][]time.Duration) {
 	}
 	b, err := json.Marshal(spec)
 	Expect(err).NotTo(HaveOccurred())
-	f := filepath.Join(n.dir, "pod-"+name+".json")
+	f := filepath.Join(n.Dir, "pod-"+name+".json")
 	Expect(os.WriteFile(f, b, 0o644)).To(Succeed())
 	timed := func(verb string, args ...string) string {
 		start := time.Now()

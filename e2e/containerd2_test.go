@@ -302,7 +302,7 @@ var _ = Describe("containerd 2.4 drives vpc-cni at CNI 1.1", Label("containerd",
 		e := st[seen+1].Error
 		Expect(e).NotTo(BeNil(), "vpc-cni's STATUS failed")
 		Expect(e.Code).To(Equal(uint(types.ErrPluginNotAvailable)))
-		Expect(e.Msg).To(ContainSubstring("ipamd at unix://" + n.sock))
+		Expect(e.Msg).To(ContainSubstring("ipamd at unix://" + n.Sock))
 		// What kubelet would see (and log as the node's NotReady reason):
 		// the plugin's error, verbatim.
 		fmt.Fprintf(GinkgoWriter, "NetworkReady false: %s: %s\n", cond.Reason, cond.Message)

@@ -71,7 +71,7 @@ func (n *node) conflist() string {
 	if n.plugin == "ptp" {
 		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"ptpnet","plugins":[
   {"type":"ptp","ipMasq":false,"mtu":9001,"ipam":{"type":"host-local","subnet":"10.99.0.0/16",
-   "routes":[{"dst":"0.0.0.0/0"}],"dataDir":"%s"}}]}`, filepath.Join(n.dir, "host-local"))
+   "routes":[{"dst":"0.0.0.0/0"}],"dataDir":"%s"}}]}`, filepath.Join(n.Dir, "host-local"))
 	}
 	journal := ""
 	if n.journal != "" {
@@ -81,7 +81,7 @@ func (n *node) conflist() string {
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
    "pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":%q%s},
   {"type":"portmap","capabilities":{"portMappings":true},"snat":true,"backend":"iptables"}]}`,
-		n.cniVersion(), n.sock, n.pluginLog, filepath.Join(n.dir, "vpc-cni-state"), journal)
+		n.cniVersion(), n.Sock, n.pluginLog, filepath.Join(n.Dir, "vpc-cni-state"), journal)
 }
 
 // containerdConfig is the CRI setup that works here
@@ -132,7 +132,7 @@ state = %q
 // stops containerd and its shims and removes the pods' cgroups.
 func (n *node) startContainerd() {
 	// Its own dir first on PATH: the shim it runs is the one beside it.
-	c := &cri{dir: filepath.Join(n.dir, "containerd"), bin: tools.containerd, ctr: tools.ctr,
+	c := &cri{dir: filepath.Join(n.Dir, "containerd"), bin: tools.containerd, ctr: tools.ctr,
 		env: pathFirst(os.Environ(), filepath.Dir(tools.containerd))}
 	if n.runtime == containerd24 {
 		c.setV2()
@@ -178,7 +178,7 @@ func (n *node) startContainerd() {
 
 	prologue, err := mountPrologue(binds)
 	Expect(err).NotTo(HaveOccurred())
-	c.log, err = os.Create(filepath.Join(n.dir, "containerd.log"))
+	c.log, err = os.Create(filepath.Join(n.Dir, "containerd.log"))
 	Expect(err).NotTo(HaveOccurred())
 	// `ip netns exec` enters the node's network namespace and a private
 	// mount namespace (mounts made there do not propagate back) with a
@@ -186,7 +186,7 @@ func (n *node) startContainerd() {
 	// sysfs, so the prologue mounts them again, or runc fails with "no
 	// cgroup mount found in mountinfo". Everything containerd mounts (pod
 	// namespaces, rootfs overlays) lives and dies in that namespace.
-	c.cmd = exec.Command(tools.ip, "netns", "exec", n.ns.Name(), "sh", "-ec", prologue+`exec "$@"`, "sh",
+	c.cmd = exec.Command(tools.ip, "netns", "exec", n.NS.Name(), "sh", "-ec", prologue+`exec "$@"`, "sh",
 		c.bin, "--config", conf, "--log-level", "info")
 	c.cmd.Env = c.env
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log

@@ -29,12 +29,12 @@ import (
 // daemonSetBinds are the aws-node paths, bound to the node's dirs.
 func (n *node) daemonSetBinds() map[string]string {
 	binds := map[string]string{
-		"/etc/cni/net.d": filepath.Join(n.dir, "containerd", "net.d"),
-		"/opt":           filepath.Join(n.dir, "opt"),
-		"/run/aws-node":  filepath.Join(n.dir, "aws-node"),
+		"/etc/cni/net.d": filepath.Join(n.Dir, "containerd", "net.d"),
+		"/opt":           filepath.Join(n.Dir, "opt"),
+		"/run/aws-node":  filepath.Join(n.Dir, "aws-node"),
 	}
 	for _, d := range []string{"opt/cni/bin", "aws-node", "containerd/net.d"} {
-		Expect(os.MkdirAll(filepath.Join(n.dir, d), 0o755)).To(Succeed())
+		Expect(os.MkdirAll(filepath.Join(n.Dir, d), 0o755)).To(Succeed())
 	}
 	return binds
 }
@@ -56,11 +56,11 @@ func newDaemonSetNodeOf(deletePolicy string, cp *kubecluster.ControlPlane, insta
 	// address, which the control plane cannot answer.
 	ipamdArgs = append(ipamdArgs, "--exclude-snat-cidrs", kubecluster.APIServerAddr+"/32")
 	n := buildNode(&node{plugin: "vpc-cni", runtime: containerd24, kubelet: true, daemonSet: true}, instanceType)
-	n.pluginLog = filepath.Join(n.dir, "log", "aws-routed-eni", "plugin.log")
-	n.journal = filepath.Join(n.dir, "log", "aws-routed-eni", "journal.jsonl")
+	n.pluginLog = filepath.Join(n.Dir, "log", "aws-routed-eni", "plugin.log")
+	n.journal = filepath.Join(n.Dir, "log", "aws-routed-eni", "journal.jsonl")
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
-			dumpFile("aws-node's ipamd log", filepath.Join(n.dir, "log", "aws-routed-eni", "ipamd.log"))
+			dumpFile("aws-node's ipamd log", filepath.Join(n.Dir, "log", "aws-routed-eni", "ipamd.log"))
 			dumpFile("plugin log", n.pluginLog)
 		}
 	})
@@ -68,7 +68,7 @@ func newDaemonSetNodeOf(deletePolicy string, cp *kubecluster.ControlPlane, insta
 		out, err := exec.Command(n.cri.ctr, "--address", n.cri.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "ctr images import %s: %s", archive, out)
 	}
-	cp.Connect(n.ns)
+	cp.Connect(n.NS)
 	n.startKubelet(cp)
 
 	By("deploy/kubernetes applied: the aws-node DaemonSet starts ipamd on the node")
@@ -147,7 +147,7 @@ func (n *node) awsNodeReady(cp *kubecluster.ControlPlane) {
 	// vpccni-node writes it after its own health check of ipamd, which
 	// may come a moment after the readiness probe's.
 	Eventually(func() error {
-		_, err := os.Stat(filepath.Join(n.dir, "containerd", "net.d", "10-aws.conflist"))
+		_, err := os.Stat(filepath.Join(n.Dir, "containerd", "net.d", "10-aws.conflist"))
 		return err
 	}, 20*time.Second, 100*time.Millisecond).Should(Succeed(), "aws-node writes the conflist")
 }

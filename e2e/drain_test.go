@@ -59,8 +59,8 @@ func (n *node) evictAwsNode(cp *kubecluster.ControlPlane) {
 		return apierrors.IsNotFound(err)
 	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the evicted aws-node pod is gone")
 	Expect(awsNodePod(cp)).To(BeNil(), "the DaemonSet must not bring aws-node back during the window")
-	_, err := net.DialTimeout("unix", n.sock, time.Second)
-	Expect(err).To(HaveOccurred(), "ipamd still answers on %s", n.sock)
+	_, err := net.DialTimeout("unix", n.Sock, time.Second)
+	Expect(err).To(HaveOccurred(), "ipamd still answers on %s", n.Sock)
 }
 
 // cancelDrain is the autoscaler's cancel: the taint goes, the DaemonSet
@@ -144,7 +144,7 @@ func (n *node) waitDeleted(cp *kubecluster.ControlPlane, pods ...*sandbox) {
 func (n *node) drainFindings(deleted, live []*sandbox) []string {
 	var out []string
 	n.reaped()
-	rules, err := n.host.RuleList(kernel.FamilyAll)
+	rules, err := n.Host.RuleList(kernel.FamilyAll)
 	Expect(err).NotTo(HaveOccurred())
 	allocs := n.allocations()
 	held := map[string]int{}
@@ -164,7 +164,7 @@ func (n *node) drainFindings(deleted, live []*sandbox) []string {
 		for range n.routesFor(s.ip) {
 			out = append(out, fmt.Sprintf("route to %s left behind (%s, deleted)", s.ip, s.name))
 		}
-		if _, err := n.host.LinkByName(s.hostVeth()); !kernel.IsNotFound(err) {
+		if _, err := n.Host.LinkByName(s.hostVeth()); !kernel.IsNotFound(err) {
 			out = append(out, fmt.Sprintf("host veth %s left behind (%s, deleted; %v)", s.hostVeth(), s.name, err))
 		}
 		if held[s.ip.String()] > 0 {
@@ -208,7 +208,7 @@ func drain2048(deletePolicy string, loseCheckpoint bool, ipamdArgs ...string) []
 	n.evictAwsNode(cp)
 	if loseCheckpoint {
 		By("the checkpoint is lost with aws-node")
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 	}
 	By("pods deleted through the API while aws-node is away")
 	n.deleteThroughAPI(cp, deleted...)
@@ -309,7 +309,7 @@ func (n *node) replayJournal(before kernel.State, live []*sandbox) {
 
 func (n *node) snapshotState() kernel.State {
 	n.reaped()
-	s, err := kernel.Snapshot(n.host)
+	s, err := kernel.Snapshot(n.Host)
 	Expect(err).NotTo(HaveOccurred())
 	return s
 }

@@ -51,13 +51,13 @@ var kernelDefaults = map[string]string{
 // namespace (mount point -> the node's file or directory), written into
 // the node's dir.
 func (n *node) kubeletBinds() map[string]string {
-	binds := map[string]string{"/var/lib/kubelet": filepath.Join(n.dir, "kubelet"), "/var/log": filepath.Join(n.dir, "log")}
+	binds := map[string]string{"/var/lib/kubelet": filepath.Join(n.Dir, "kubelet"), "/var/log": filepath.Join(n.Dir, "log")}
 	for _, d := range []string{"kubelet", "log/pods", "log/containers"} {
-		Expect(os.MkdirAll(filepath.Join(n.dir, d), 0o755)).To(Succeed())
+		Expect(os.MkdirAll(filepath.Join(n.Dir, d), 0o755)).To(Succeed())
 	}
-	Expect(os.MkdirAll(filepath.Join(n.dir, "sysctl"), 0o755)).To(Succeed())
+	Expect(os.MkdirAll(filepath.Join(n.Dir, "sysctl"), 0o755)).To(Succeed())
 	for path, v := range kernelDefaults {
-		f := filepath.Join(n.dir, "sysctl", filepath.Base(path))
+		f := filepath.Join(n.Dir, "sysctl", filepath.Base(path))
 		Expect(os.WriteFile(f, []byte(v+"\n"), 0o444)).To(Succeed())
 		binds[path] = f
 	}
@@ -102,10 +102,10 @@ nodeStatusUpdateFrequency: 2s
 // client certificate for its Node, and waits until the Node is Ready.
 func (n *node) startKubelet(cp *kubecluster.ControlPlane) {
 	kubelet := kubecluster.Binary("KUBE_DIR", "kubelet")
-	conf := filepath.Join(n.dir, "kubelet.yaml")
+	conf := filepath.Join(n.Dir, "kubelet.yaml")
 	Expect(os.WriteFile(conf, []byte(n.kubeletConfig(cp)), 0o644)).To(Succeed())
 	kubeconfig := cp.CertKubeconfig("kubelet", "system:node:"+kubeletNodeName, "system:nodes")
-	log, err := os.Create(filepath.Join(n.dir, "kubelet.log"))
+	log, err := os.Create(filepath.Join(n.Dir, "kubelet.log"))
 	Expect(err).NotTo(HaveOccurred())
 	cmd := exec.Command(tools.nsenter, fmt.Sprintf("--target=%d", n.cri.cmd.Process.Pid), "--mount", "--net", "--",
 		kubelet, "--config", conf, "--kubeconfig", kubeconfig, "--hostname-override", kubeletNodeName,

@@ -14,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/vpccni/vpccni/internal/testsupport/simnode"
-	"github.com/vpccni/vpccni/internal/testsupport/testns"
 	"github.com/vpccni/vpccni/ipamd/introspect"
 	"github.com/vpccni/vpccni/kernel"
 )
@@ -23,14 +22,10 @@ import (
 // a node namespace with veth stand-ins for the ENIs and ipamd running in
 // it (--cloud memory). containerd is added by startContainerd.
 type node struct {
-	sim       *simnode.Node
-	ns        *testns.NS
-	dir       string
-	sock      string
-	ipamd     *exec.Cmd
-	ipamdLog  *os.File
-	host      kernel.API
-	pluginLog string
+	*simnode.Node // NS, Dir, Sock, Host: the node namespace, its directory, ipamd's socket, its handle
+	ipamd         *exec.Cmd
+	ipamdLog      *os.File
+	pluginLog     string
 	// what startIpamd was last given, for the restart after an eviction
 	instanceType string
 	ipamdArgs    []string
@@ -59,9 +54,6 @@ const (
 	podman43     = "podman 4.3"
 )
 
-func (n *node) checkpoint() string     { return n.sim.Checkpoint() }
-func (n *node) introspectSock() string { return n.sim.IntrospectSock() }
-
 // newNode builds the node namespace (ENIs eth0 and eth1: veth pairs, since
 // this kernel has no dummy links, with their peers beside them so they
 // have carrier), starts ipamd and containerd in it (a podman node has no
@@ -83,14 +75,13 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 	// Short: containerd's socket path must fit in a sockaddr_un. ipamd's
 	// metrics (and containerd's stream server) listen on the node's own
 	// loopback, which simnode brings up.
-	n.sim = simnode.New("vpccni-e2e-node", "vpccni-e2e-")
-	n.ns, n.dir, n.sock, n.host = n.sim.NS, n.sim.Dir, n.sim.Sock, n.sim.Host
+	n.Node = simnode.New("vpccni-e2e-node", "vpccni-e2e-")
 	var err error
-	n.pluginLog = filepath.Join(n.dir, "plugin.log")
+	n.pluginLog = filepath.Join(n.Dir, "plugin.log")
 	if n.runtime == containerd24 && !n.daemonSet {
-		n.journal = filepath.Join(n.dir, "journal.jsonl")
+		n.journal = filepath.Join(n.Dir, "journal.jsonl")
 	}
-	n.ipamdLog, err = os.Create(filepath.Join(n.dir, "ipamd.log"))
+	n.ipamdLog, err = os.Create(filepath.Join(n.Dir, "ipamd.log"))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(n.ipamdLog.Close)
 	DeferCleanup(func() {
@@ -117,9 +108,9 @@ func buildNode(n *node, instanceType string, ipamdArgs ...string) *node {
 // the node's ipamd log.
 func (n *node) startIpamd(instanceType string, extra ...string) {
 	n.instanceType, n.ipamdArgs = instanceType, extra
-	cmd := exec.Command(filepath.Join(binDir, "ipamd"), n.sim.IpamdArgs(instanceType, extra...)...)
+	cmd := exec.Command(filepath.Join(binDir, "ipamd"), n.IpamdArgs(instanceType, extra...)...)
 	n.ipamd = cmd
-	n.sim.StartIpamd(cmd, n.ipamdLog)
+	n.StartIpamd(cmd, n.ipamdLog)
 }
 
 // evictIpamd is what the autoscaler's eviction of aws-node does to ipamd.
@@ -150,10 +141,10 @@ func (n *node) allocations() []allocation { return simnode.Allocations(n.introsp
 // namespace's loopback.
 func (n *node) introspectDialer() simnode.Dialer {
 	if !n.daemonSet {
-		return n.sim.IntrospectDialer()
+		return n.IntrospectDialer()
 	}
 	return func(ctx context.Context, _, _ string) (c net.Conn, err error) {
-		err = n.ns.Do(func() error {
+		err = n.NS.Do(func() error {
 			c, err = (&net.Dialer{}).DialContext(ctx, "tcp", introspect.DefaultAddress)
 			return err
 		})
@@ -162,11 +153,11 @@ func (n *node) introspectDialer() simnode.Dialer {
 }
 
 // rulesFor lists the node's rules whose selector is exactly the address.
-func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.host, a) }
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.Host, a) }
 
 // routesFor lists the node's routes (any table) to exactly the address.
 func (n *node) routesFor(a netip.Addr) []kernel.Route {
-	return simnode.RoutesFor(n.host, a, kernel.TableUnspec)
+	return simnode.RoutesFor(n.Host, a, kernel.TableUnspec)
 }
 
 // natRules is `iptables -t nat -S` (or ip6tables) in the node namespace:
@@ -178,7 +169,7 @@ func (n *node) natRules(v6 bool) string {
 	}
 	cmd := exec.Command(bin, "-w", "5", "-t", "nat", "-S")
 	var out []byte
-	Expect(n.ns.Do(func() (err error) { out, err = cmd.CombinedOutput(); return err })).To(Succeed(), "%s", out)
+	Expect(n.NS.Do(func() (err error) { out, err = cmd.CombinedOutput(); return err })).To(Succeed(), "%s", out)
 	return string(out)
 }
 

@@ -63,7 +63,7 @@ func (n *node) runp(t timings, name string, ports ...portMapping) *sandbox {
 	}
 	b, err := json.Marshal(spec)
 	Expect(err).NotTo(HaveOccurred())
-	f := filepath.Join(n.dir, "pod-"+name+".json")
+	f := filepath.Join(n.Dir, "pod-"+name+".json")
 	Expect(os.WriteFile(f, b, 0o644)).To(Succeed())
 	start := time.Now()
 	out, err := n.cri.crictl("runp", f)
@@ -134,7 +134,7 @@ func (t timings) report() {
 // eth0 with the address, the link-local gateway's default route and its
 // permanent neighbour entry, and lo up (the loopback plugin).
 func (n *node) expectUp(s *sandbox, table int) {
-	hv, err := n.host.LinkByName(s.hostVeth())
+	hv, err := n.Host.LinkByName(s.hostVeth())
 	Expect(err).NotTo(HaveOccurred(), "host veth of %s", s.name)
 	Expect(hv.Up).To(BeTrue())
 	Expect(n.routesFor(s.ip)).To(ConsistOf(And(
@@ -190,7 +190,7 @@ func (n *node) expectUp(s *sandbox, table int) {
 func (n *node) expectGone(s *sandbox) {
 	n.reaped()
 	a := net.IP(s.ip.AsSlice())
-	rules, err := n.host.RuleList(kernel.FamilyAll)
+	rules, err := n.Host.RuleList(kernel.FamilyAll)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range rules {
 		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
@@ -198,7 +198,7 @@ func (n *node) expectGone(s *sandbox) {
 		}
 	}
 	Expect(n.routesFor(s.ip)).To(BeEmpty(), "route left behind")
-	_, err = n.host.LinkByName(s.hostVeth())
+	_, err = n.Host.LinkByName(s.hostVeth())
 	Expect(kernel.IsNotFound(err)).To(BeTrue(), "host veth %s left behind (%v)", s.hostVeth(), err)
 	Expect(s.netns()).NotTo(BeAnExistingFile(), "the pause process of %s still runs", s.name)
 }
@@ -215,7 +215,7 @@ func (n *node) expectReleased(s *sandbox) {
 // snapshot is every kernel object of the node namespace.
 func (n *node) snapshot() []string {
 	n.reaped()
-	st, err := kernel.Snapshot(n.host)
+	st, err := kernel.Snapshot(n.Host)
 	Expect(err).NotTo(HaveOccurred())
 	return st.Lines()
 }

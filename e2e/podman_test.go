@@ -67,7 +67,7 @@ var _ = Describe("podman 4.3 drives vpc-cni (resultFormat spec)", Label("podman"
 
 		By("aws-node is evicted (ipamd SIGKILLed) and comes back without its checkpoint")
 		n.evictIpamd()
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 		n.startIpamd(n.instanceType, n.ipamdArgs...)
 
 		By("podman stop and rm: nothing of the container is left")
@@ -133,7 +133,7 @@ func requirePodman() {
 // podman runs vpc-cni with the given resultFormat.
 func newPodmanNode(instanceType, format string, ipamdArgs ...string) *node {
 	n := buildNode(&node{plugin: "vpc-cni", runtime: podman43}, instanceType, ipamdArgs...)
-	n.journal = filepath.Join(n.dir, "journal.jsonl")
+	n.journal = filepath.Join(n.Dir, "journal.jsonl")
 	n.startPodman(format)
 	return n
 }
@@ -172,7 +172,7 @@ func (p *podman) verbs() []string {
 func (n *node) ping(a netip.Addr) error {
 	var err error
 	for i := 0; i < 5; i++ {
-		if err = n.ns.Do(func() error { return echo(a, uint16(i)) }); err == nil {
+		if err = n.NS.Do(func() error { return echo(a, uint16(i)) }); err == nil {
 			return nil
 		}
 	}
@@ -280,7 +280,7 @@ func (n *node) podmanConflist(format string) string {
 	return fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"plugins":[
   {"type":"vpc-cni","mtu":"9001","vethPrefix":"eni","ipamdAddress":"unix://%s","ipamdTimeout":"2s",
    "pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":%q,"resultFormat":%q,"stateDir":%q}]}`,
-		podmanNetwork, n.sock, n.pluginLog, n.journal, format, filepath.Join(n.dir, "vpc-cni-state"))
+		podmanNetwork, n.Sock, n.pluginLog, n.journal, format, filepath.Join(n.Dir, "vpc-cni-state"))
 }
 
 // startPodman writes podman's configuration, checks that the machine's
@@ -288,7 +288,7 @@ func (n *node) podmanConflist(format string) string {
 // removes every container (their DELs reach ipamd while it runs), kills
 // what is left in podman's mount namespace and removes the cgroups.
 func (n *node) startPodman(format string) {
-	p := &podman{dir: filepath.Join(n.dir, "podman")}
+	p := &podman{dir: filepath.Join(n.Dir, "podman")}
 	n.pm = p
 	b := make([]byte, 4)
 	rand.Read(b)
@@ -342,9 +342,9 @@ func (n *node) startPodman(format string) {
 
 	prologue, err := mountPrologue(binds)
 	Expect(err).NotTo(HaveOccurred())
-	p.log, err = os.Create(filepath.Join(n.dir, "podman.log"))
+	p.log, err = os.Create(filepath.Join(n.Dir, "podman.log"))
 	Expect(err).NotTo(HaveOccurred())
-	p.holder = exec.Command(tools.ip, "netns", "exec", n.ns.Name(), "sh", "-ec", prologue+"echo ready\nexec sleep infinity")
+	p.holder = exec.Command(tools.ip, "netns", "exec", n.NS.Name(), "sh", "-ec", prologue+"echo ready\nexec sleep infinity")
 	ready := &testns.SyncBuffer{}
 	p.holder.Stdout, p.holder.Stderr = ready, p.log
 	Expect(p.holder.Start()).To(Succeed())

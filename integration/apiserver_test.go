@@ -97,7 +97,7 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 			// primary ENI's address, which the control plane cannot
 			// answer.
 			"--exclude-snat-cidrs", kubecluster.APIServerAddr+"/32")
-		cp.Connect(n.ns)
+		cp.Connect(n.NS)
 
 		By("ipamd's answer for db-0: the branch ENI of the annotation, read from the API server")
 		reply := n.addNetwork("db-0")
@@ -127,7 +127,7 @@ var _ = Describe("a real API server", Label("k8s", "real-kernel", "ipamd"), func
 			Expect(err).To(HaveOccurred())
 			Expect(strings.ToLower(err.Error())).To(ContainSubstring("vlan"), "the plugin's refusal names the VLAN link: %v", err)
 			Expect(n.del(db)).To(Succeed())
-			Expect(linkNames(n.host)).NotTo(ContainElement(HavePrefix("vlan")))
+			Expect(linkNames(n.Host)).NotTo(ContainElement(HavePrefix("vlan")))
 		}
 
 		By("a pod the API server does not have: ipamd refuses the ADD rather than guess")
@@ -154,7 +154,7 @@ func createPod(ctx context.Context, cp *kubecluster.ControlPlane, name string, l
 // addNetwork asks ipamd directly, as the plugin does, for a pod's
 // address, and returns its reply.
 func (n *node) addNetwork(pod string) *rpc.AddNetworkReply {
-	conn, err := grpc.NewClient("unix://"+n.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+n.Sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	Expect(err).NotTo(HaveOccurred())
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -55,7 +55,7 @@ func (s *sandboxList) set(pods ...refPod) {
 // serveSandboxes starts the stand-in on a socket in the node's directory
 // and returns its endpoint.
 func (n *node) serveSandboxes(s *sandboxList) string {
-	sock := filepath.Join(n.dir, "cri.sock")
+	sock := filepath.Join(n.Dir, "cri.sock")
 	l, err := net.Listen("unix", sock)
 	Expect(err).NotTo(HaveOccurred())
 	srv := grpc.NewServer()
@@ -69,12 +69,12 @@ func (n *node) serveSandboxes(s *sandboxList) string {
 // pod's allocation: what the checkpoint bugs that lost live allocations
 // left behind.
 func (n *node) dropFromCheckpoint(p refPod) {
-	f, err := checkpoint.Read(n.checkpoint())
+	f, err := checkpoint.Read(n.Checkpoint())
 	Expect(err).NotTo(HaveOccurred())
 	before := len(f.Allocations)
 	f.Allocations = slices.DeleteFunc(f.Allocations, func(a checkpoint.Allocation) bool { return a.ContainerID == p.containerID })
 	Expect(f.Allocations).To(HaveLen(before-1), "the checkpoint held %s", p.name)
-	Expect(checkpoint.WriteFile(n.checkpoint(), *f)).To(Succeed())
+	Expect(checkpoint.WriteFile(n.Checkpoint(), *f)).To(Succeed())
 }
 
 var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "real-kernel"), func() {
@@ -82,9 +82,9 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		n := newLegacyRefNode()
 		// An EKS node forwards; the MISROUTE lookups as if from a pod's
 		// veth need it (this is the node's own namespace, not the machine).
-		Expect(n.host.SysctlSet("net/ipv4/conf/all/forwarding", "1")).To(Succeed())
+		Expect(n.Host.SysctlSet("net/ipv4/conf/all/forwarding", "1")).To(Succeed())
 		for _, r := range foreignRules() {
-			Expect(n.host.RuleAdd(r)).To(Succeed())
+			Expect(n.Host.RuleAdd(r)).To(Succeed())
 		}
 		var pods []refPod
 		for i := 0; i < 7; i++ {
@@ -109,7 +109,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		By("MISSING: r-1's rule 512 is lost and never put back")
 		a1 := pods[1].ip.String()
 		for _, r := range n.rulesFor(pods[1].ip) {
-			Expect(n.host.RuleDel(r)).To(Succeed())
+			Expect(n.Host.RuleDel(r)).To(Succeed())
 		}
 
 		By("STRAY: ipamd is evicted; the reference's DEL of r-6 tears down from prevResult but cannot release; ipamd comes back with its checkpoint")
@@ -168,7 +168,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		}
 		Expect(n.leftovers(pods[4].pod, pods[4].ip)).To(HaveLen(4), "a stray allocation's pod objects are reported, never fixed")
 		var after []string
-		rules, err := n.host.RuleList(kernel.FamilyV4)
+		rules, err := n.Host.RuleList(kernel.FamilyV4)
 		Expect(err).NotTo(HaveOccurred())
 		for _, r := range rules {
 			after = append(after, kernel.RuleString(r))
@@ -179,7 +179,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 
 		By("DOUBLE: with ipamd down, a checkpoint that gives r-2's address to a second sandbox")
 		n.killIpamd()
-		f, err := checkpoint.ReadUnvalidated(n.checkpoint())
+		f, err := checkpoint.ReadUnvalidated(n.Checkpoint())
 		Expect(err).NotTo(HaveOccurred())
 		i := slices.IndexFunc(f.Allocations, func(a checkpoint.Allocation) bool { return a.ContainerID == pods[2].containerID })
 		Expect(i).NotTo(Equal(-1))
@@ -188,7 +188,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		f.Allocations = append(f.Allocations, twin)
 		data, err := json.Marshal(f)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(n.checkpoint(), data, 0o600)).To(Succeed())
+		Expect(os.WriteFile(n.Checkpoint(), data, 0o600)).To(Succeed())
 		code, rep = audit()
 		Expect(code).To(Equal(1))
 		a2 := pods[2].ip.String()
@@ -204,8 +204,8 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		// leaked rule: the kernel matches only what a request names.
 		shadow := leaked
 		shadow.IifName = "eth0"
-		Expect(n.host.RuleAdd(shadow)).To(Succeed())
-		Expect(n.host.RuleAdd(leaked)).To(Succeed())
+		Expect(n.Host.RuleAdd(shadow)).To(Succeed())
+		Expect(n.Host.RuleAdd(leaked)).To(Succeed())
 		code, rep := n.audit()
 		Expect(code).To(Equal(1))
 		Expect(objects(rep.Findings)).To(ConsistOf("LEAKED 10.0.1.99 rule 512: from all to 10.0.1.99 lookup main [fix]"))
@@ -229,7 +229,7 @@ var _ = Describe("vpccni-audit on a real node, every class", Label("audit", "rea
 		cri := n.serveSandboxes(runtime)
 		By("r-0's host route is taken (as a DEL from a forged prevResult takes it) and the checkpoint loses its allocation")
 		for _, r := range n.routesFor(pods[0].ip) {
-			Expect(n.host.RouteDel(r)).To(Succeed())
+			Expect(n.Host.RouteDel(r)).To(Succeed())
 		}
 		n.killIpamd()
 		n.dropFromCheckpoint(pods[0])

@@ -89,8 +89,8 @@ func (n *node) audit(extra ...string) (int, auditReport) {
 // asked: the suite has none) and extra, and returns its exit code and
 // output. Later flags override earlier ones.
 func (n *node) auditRaw(extra ...string) (int, string, string) {
-	args := append([]string{"--netns", n.ns.Path(), "--checkpoint", n.checkpoint(), "--cri-endpoint", "",
-		"--introspection", "unix:" + n.introspectSock(), "--settle", "100ms"}, extra...)
+	args := append([]string{"--netns", n.NS.Path(), "--checkpoint", n.Checkpoint(), "--cri-endpoint", "",
+		"--introspection", "unix:" + n.IntrospectSock(), "--settle", "100ms"}, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "vpccni-audit"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -135,7 +135,7 @@ var _ = Describe("vpccni-audit on a real node", Label("audit", "real-kernel"), f
 		By("aws-node runs ipamd as the reference's was at the incident (ref-v1.11); the reference's plugin networks the pods")
 		n := newLegacyRefNode()
 		for _, r := range foreignRules() {
-			Expect(n.host.RuleAdd(r)).To(Succeed())
+			Expect(n.Host.RuleAdd(r)).To(Succeed())
 		}
 		var pods []refPod
 		for i := 0; i < 6; i++ {
@@ -154,7 +154,7 @@ var _ = Describe("vpccni-audit on a real node", Label("audit", "real-kernel"), f
 
 		By("ipamd is evicted and comes back without its checkpoint; the reference's DELs get 'unknown pod' and tear nothing down")
 		n.killIpamd()
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 		n.startIpamd(n.instanceType)
 		gone, kept := []refPod{pods[0], pods[5]}, pods[1:5]
 		for _, p := range gone {
@@ -208,7 +208,7 @@ var _ = Describe("vpccni-audit on a real node", Label("audit", "real-kernel"), f
 		for _, p := range kept {
 			Expect(n.leftovers(p.pod, p.ip)).To(HaveLen(4), "host veth, route, rule 512 and eth0 of %s", p.name)
 		}
-		rules, err := n.host.RuleList(kernel.FamilyV4)
+		rules, err := n.Host.RuleList(kernel.FamilyV4)
 		Expect(err).NotTo(HaveOccurred())
 		var after []string
 		for _, r := range rules {
@@ -223,9 +223,9 @@ var _ = Describe("vpccni-audit on a real node", Label("audit", "real-kernel"), f
 		n := newNode("t3.medium")
 		p := n.newPod("web")
 		ip := podAddr(n.add(p))
-		Expect(n.host.RuleAdd(kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: ifAddr("10.0.1.99/32"), Table: kernel.TableMain})).To(Succeed())
+		Expect(n.Host.RuleAdd(kernel.Rule{Priority: 512, Family: kernel.FamilyV4, Dst: ifAddr("10.0.1.99/32"), Table: kernel.TableMain})).To(Succeed())
 		before := n.leftovers(p, ip)
-		bad := filepath.Join(n.dir, "garbage.json")
+		bad := filepath.Join(n.Dir, "garbage.json")
 		Expect(os.WriteFile(bad, []byte(`{"version":"vpc-cni-ipam/1","allocations":[`), 0o600)).To(Succeed())
 		code, stdout, stderr := n.auditRaw("--checkpoint", bad, "--fix", "--dry-run=false")
 		Expect(code).To(Equal(2))

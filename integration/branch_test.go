@@ -36,15 +36,15 @@ var _ = Describe("branch-ENI pods on the real kernel", Label("branch-eni", "real
 			}
 			hostVeth := ownership.HostVeth(prefix, p.ns, p.name)
 			Expect(res.Interfaces[2].Mac).To(Equal("7"), "the dummy carries the VLAN")
-			vl, err := n.host.LinkByName("vlan.eth.7")
+			vl, err := n.Host.LinkByName("vlan.eth.7")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(vl.VlanID).To(Equal(7))
 			n.killIpamd()
 			Expect(n.del(p)).To(Succeed())
 			expectGone(n, p, ip, hostVeth)
-			_, err = n.host.LinkByName("vlan.eth.7")
+			_, err = n.Host.LinkByName("vlan.eth.7")
 			Expect(kernel.IsNotFound(err)).To(BeTrue(), "VLAN link left behind")
-			rules, _ := n.host.RuleList(kernel.FamilyV4)
+			rules, _ := n.Host.RuleList(kernel.FamilyV4)
 			for _, r := range rules {
 				Expect(r.Priority).NotTo(Equal(10), "iif rule left behind: %+v", r)
 			}
@@ -73,7 +73,7 @@ func newBranchNode(mode string) *node {
 
 func (n *node) setEnforcingMode(mode string) {
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","podSGEnforcingMode":%q,
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, mode, n.sock, n.logFile, n.stateDir)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, mode, n.Sock, n.logFile, n.stateDir)
 	list, err := netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
 	n.list = list

@@ -45,14 +45,14 @@ var _ = Describe("ipamd with the reference DaemonSet's capabilities", Label("ipv
 		waitServing(n, out, done)
 
 		By("it set up the ENIs: eth2, which has no link on this node, got its stand-in with the ENI's MAC, and eth1 and eth2 their tables and rules 32765")
-		Eventually(func() error { return enisConfigured(n.host) }, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "ipamd's log:\n%s", out)
+		Eventually(func() error { return enisConfigured(n.Host) }, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "ipamd's log:\n%s", out)
 
 		By("ADD through the real vpc-cni plugin")
 		p := n.newPod("web-0")
 		res := n.add(p)
 		ip := podAddr(res)
 		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
-		hv, err := n.host.LinkByName(hostVeth)
+		hv, err := n.Host.LinkByName(hostVeth)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(n.routesFor(ip)).To(ConsistOf(WithTransform(func(r kernel.Route) int { return r.LinkIndex }, Equal(hv.Index))))
 		Expect(n.rulesFor(ip)).To(HaveLen(1))
@@ -63,7 +63,7 @@ var _ = Describe("ipamd with the reference DaemonSet's capabilities", Label("ipv
 		Expect(n.del(p)).To(Succeed())
 		expectGone(n, p, ip, hostVeth)
 		Expect(n.allocations()).To(BeEmpty())
-		Expect(linkNames(n.host)).To(ConsistOf("lo", "eth0", "vpc0", "eth1", "vpc1", "eth2", "vpc2"), "links left in the node namespace")
+		Expect(linkNames(n.Host)).To(ConsistOf("lo", "eth0", "vpc0", "eth1", "vpc1", "eth2", "vpc2"), "links left in the node namespace")
 		ph, err := linux.Opener{}.Open(p.netns.Path())
 		Expect(err).NotTo(HaveOccurred())
 		defer ph.Close()
@@ -84,7 +84,7 @@ func (n *node) startIpamdUnder(out io.Writer, instanceType string, wrapper ...st
 	ipamd := ipamdCmd(n, instanceType)
 	cmd := exec.Command(wrapper[0], append(append(wrapper[1:], ipamd.Path), ipamd.Args[1:]...)...)
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(GinkgoWriter, out), io.MultiWriter(GinkgoWriter, out)
-	Expect(n.ns.Do(cmd.Start)).To(Succeed())
+	Expect(n.NS.Do(cmd.Start)).To(Succeed())
 	n.ipamd = cmd
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -141,13 +141,13 @@ func waitServing(n *node, out fmt.Stringer, done <-chan struct{}) {
 			StopTrying(fmt.Sprintf("ipamd exited (%v); its log:\n%s", n.ipamd.ProcessState, out)).Now()
 		default:
 		}
-		_, err := os.Stat(n.sock)
+		_, err := os.Stat(n.Sock)
 		g.Expect(err).NotTo(HaveOccurred())
-		c, err := net.Dial("unix", n.introspectSock())
+		c, err := net.Dial("unix", n.IntrospectSock())
 		g.Expect(err).NotTo(HaveOccurred())
 		c.Close()
 	}, 10*time.Second, 20*time.Millisecond).Should(Succeed())
-	fi, err := os.Stat(n.sock)
+	fi, err := os.Stat(n.Sock)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o660)), "ipamd socket mode")
 }

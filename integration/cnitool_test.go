@@ -49,7 +49,7 @@ func buildCnitool() string {
 // (list11, and cnitool's conflists).
 func (n *node) conf11(name string) string {
 	return fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, name, n.sock, n.logFile, n.stateDir)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, name, n.Sock, n.logFile, n.stateDir)
 }
 
 // cnitool runs the real cnitool binary in the node's network namespace, as
@@ -76,7 +76,7 @@ func (n *node) newCnitool(networks ...string) *cnitool {
 	Expect(err).NotTo(HaveOccurred(), "cnitool runs through `ip netns exec` (iproute2)")
 	c := &cnitool{n: n, bin: buildCnitool(), ip: ip}
 	for d, p := range map[string]*string{"net.d": &c.netDir, "cnitool-cache": &c.cache, "tap": &c.tap, "replies": &c.replies} {
-		*p = filepath.Join(n.dir, d)
+		*p = filepath.Join(n.Dir, d)
 		Expect(os.MkdirAll(*p, 0o755)).To(Succeed())
 	}
 	for i, name := range networks {
@@ -140,7 +140,7 @@ func (c *cnitool) run(cniArgs, verb, network, netns string) cnitoolRun {
 	for _, e := range entries {
 		Expect(os.Remove(filepath.Join(c.replies, e.Name()))).To(Succeed())
 	}
-	cmd := exec.Command(c.ip, "netns", "exec", c.n.ns.Name(), "sh", "-ec", `mount --bind "$1" "$2"; shift 2; exec "$@"`,
+	cmd := exec.Command(c.ip, "netns", "exec", c.n.NS.Name(), "sh", "-ec", `mount --bind "$1" "$2"; shift 2; exec "$@"`,
 		"sh", c.cache, libcni.CacheDir, c.bin, verb, network, netns)
 	// Only what cnitool reads: nothing of the test's environment (a
 	// CNI_IFNAME, say) leaks into the run.
@@ -247,7 +247,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		for _, r := range n.rulesFor(ip) {
 			if r.Priority == 512 {
 				toPod++
-				Expect(n.host.RuleDel(r)).To(Succeed())
+				Expect(n.Host.RuleDel(r)).To(Succeed())
 			}
 		}
 		Expect(toPod).To(Equal(1), "the pod's rule 512")
@@ -260,7 +260,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 
 		routes := n.routesFor(ip)
 		Expect(routes).To(HaveLen(1), "the pod's host route")
-		Expect(n.host.RouteDel(routes[0])).To(Succeed())
+		Expect(n.Host.RouteDel(routes[0])).To(Succeed())
 		ce = c.run1("check", "aws-cni", p).failed("CHECK")
 		Expect(ce.Code).To(Equal(uint(104)))
 		Expect(strings.Split(ce.Details, "\n")).To(ConsistOf(routeMissing, ruleMissing))
@@ -279,7 +279,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		n.killIpamd()
 		ce = c.run1("status", "aws-cni", p).failed("STATUS")
 		Expect(ce.Code).To(Equal(types.ErrPluginNotAvailable))
-		Expect(ce.Msg).To(ContainSubstring("ipamd at unix://" + n.sock))
+		Expect(ce.Msg).To(ContainSubstring("ipamd at unix://" + n.Sock))
 	})
 
 	It("GC: collects an attachment libcni no longer caches, DELs the cached ones, leaves other networks", func() {
@@ -295,7 +295,7 @@ var _ = Describe("cnitool against vpc-cni", Label("ipv4", "real-kernel", "cni-1.
 		// vpc-cni's GC, through ipamd's allocations, can find it. The veth
 		// is deleted first, by hand: the kernel frees a closed namespace
 		// (and its links) whenever it gets to it.
-		Expect(n.host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
+		Expect(n.Host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
 		Expect(stale.netns.Close()).To(Succeed())
 		Expect(os.Remove(c.cached("aws-cni", stale))).To(Succeed())
 		Expect(n.rulesFor(staleIP)).NotTo(BeEmpty())

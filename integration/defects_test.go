@@ -103,7 +103,7 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 
 		By("ipamd is SIGKILLed, its checkpoint lost, and it adopts X from the kernel")
 		n.killIpamd()
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 		n.restartIpamd()
 		Expect(n.allocations()).To(ConsistOf(allocation{ContainerID: hostVeth, IP: x.String()}), "X recovered for the host veth")
 
@@ -147,7 +147,7 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 		x := podAddr(res)
 		Expect(res.Interfaces[1].Mac).To(Equal("2"), "the sixth pod is on device 1, table 2")
 		rule1536 := kernel.RuleString(ownership.FromPodRule(x, 2))
-		Expect(snapshot(n.host)).To(ContainElement(rule1536))
+		Expect(snapshot(n.Host)).To(ContainElement(rule1536))
 		Expect(n.rulesFor(x)).To(HaveLen(2), "rules 512 and 1536")
 
 		forge(n, p, func(prev map[string]any) { itfAt(prev, 1)["mac"] = "100" })
@@ -168,11 +168,11 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 		func(addr, table string, foreign ...kernel.Rule) {
 			n := newNode("t3.medium", "--reconcile=false")
 			p := n.newPod("web-0")
-			fresh := snapshot(n.host)
+			fresh := snapshot(n.Host)
 			ip := podAddr(n.add(p))
-			podLines := kernel.Minus(snapshot(n.host), fresh)
+			podLines := kernel.Minus(snapshot(n.Host), fresh)
 			for _, r := range foreign {
-				Expect(n.host.RuleAdd(r)).To(Succeed(), "foreign %s", kernel.RuleString(r))
+				Expect(n.Host.RuleAdd(r)).To(Succeed(), "foreign %s", kernel.RuleString(r))
 			}
 			forge(n, p, func(prev map[string]any) {
 				withIPs(ipAt(1, addr+"/32"))(nil, prev)
@@ -181,12 +181,12 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 			// The forged prevResult is set aside (code 7, naming the
 			// address); the pod itself is torn down from ipamd's record and
 			// its namespace; every foreign line stays.
-			nodeBefore := snapshot(n.host)
+			nodeBefore := snapshot(n.Host)
 			err := n.del(p)
-			Expect(kernel.Minus(nodeBefore, snapshot(n.host))).To(ConsistOf(podLines), "the node lost exactly the pod's own lines (DEL: %v)", err)
-			Expect(kernel.Minus(snapshot(n.host), nodeBefore)).To(BeEmpty(), "the node gained lines")
+			Expect(kernel.Minus(nodeBefore, snapshot(n.Host))).To(ConsistOf(podLines), "the node lost exactly the pod's own lines (DEL: %v)", err)
+			Expect(kernel.Minus(snapshot(n.Host), nodeBefore)).To(BeEmpty(), "the node gained lines")
 			for _, r := range foreign {
-				Expect(snapshot(n.host)).To(ContainElement(kernel.RuleString(r)), "a foreign rule went")
+				Expect(snapshot(n.Host)).To(ContainElement(kernel.RuleString(r)), "a foreign rule went")
 			}
 			Expect(cniCode(err)).To(Equal(uint(types.ErrInvalidNetworkConfig)), "DEL naming %s: %v", addr, err)
 			Expect(err.Error()).To(ContainSubstring(addr))
@@ -211,9 +211,9 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 		// The runtime lost its record of the attachment (libcni would
 		// otherwise DEL the cached attachment itself): only the plugin's
 		// GC, through ipamd's allocations, finds it. Its namespace lives on.
-		Expect(os.Remove(filepath.Join(n.dir, "cache", "results", "aws-cni-"+p.containerID+"-eth0"))).To(Succeed())
+		Expect(os.Remove(filepath.Join(n.Dir, "cache", "results", "aws-cni-"+p.containerID+"-eth0"))).To(Succeed())
 		gc := func() error {
-			return n.ns.Do(func() error {
+			return n.NS.Do(func() error {
 				return n.cni.GCNetworkList(context.Background(), l, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{}})
 			})
 		}
@@ -223,9 +223,9 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 		Expect(n.allocations()).To(BeEmpty(), "ipamd still holds the address")
 
 		By("a second GC is a no-op")
-		before := snapshot(n.host)
+		before := snapshot(n.Host)
 		Expect(gc()).To(Succeed())
-		Expect(snapshot(n.host)).To(Equal(before))
+		Expect(snapshot(n.Host)).To(Equal(before))
 	})
 
 	It("refuses out-of-range ipamd flags and vpc-cni netconf fields, naming them", Label("ranges"), func() {
@@ -244,12 +244,12 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 			list, err := netConfList(string(b))
 			Expect(err).NotTo(HaveOccurred())
 			p := n.newPod(c.pod)
-			before := snapshot(n.host)
-			err = n.ns.Do(func() error { _, err := n.cni.AddNetworkList(context.Background(), list, p.rt); return err })
+			before := snapshot(n.Host)
+			err = n.NS.Do(func() error { _, err := n.cni.AddNetworkList(context.Background(), list, p.rt); return err })
 			Expect(cniCode(err)).To(Equal(uint(types.ErrInvalidNetworkConfig)), "%s %s: %v", c.field, c.value, err)
 			Expect(err.Error()).To(ContainSubstring(c.want))
 			Expect(n.allocations()).To(BeEmpty())
-			Expect(snapshot(n.host)).To(Equal(before), "the node changed")
+			Expect(snapshot(n.Host)).To(Equal(before), "the node changed")
 			Expect(podSnapshot(p)).NotTo(ContainElement(HavePrefix("link eth0 ")), "the pod got an eth0")
 		}
 
@@ -260,8 +260,8 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 			{"--reconcile-grace", "1ns", "--reconcile-grace 1ns is out of range: want between 30s and 24h0m0s"},
 			{"--reconcile-grace", "0s", "--reconcile-grace 0s is out of range: want between 30s and 24h0m0s"},
 		} {
-			os.Remove(n.sock)
-			os.Remove(n.introspectSock())
+			os.Remove(n.Sock)
+			os.Remove(n.IntrospectSock())
 			start := time.Now()
 			out, err := n.runIpamdOnce(c.flag, c.value)
 			Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "%s %s: ipamd took too long", c.flag, c.value)
@@ -269,7 +269,7 @@ var _ = Describe("the four adversarial defects", Label("real-kernel", "defects")
 			Expect(errors.As(err, &ee)).To(BeTrue(), "%s %s: %v\n%s", c.flag, c.value, err, out)
 			Expect(ee.ExitCode()).To(Equal(2), "%s %s:\n%s", c.flag, c.value, out)
 			Expect(out).To(ContainSubstring(c.want))
-			for _, s := range []string{n.sock, n.introspectSock()} {
+			for _, s := range []string{n.Sock, n.IntrospectSock()} {
 				_, err := os.Stat(s)
 				Expect(errors.Is(err, os.ErrNotExist)).To(BeTrue(), "%s left behind (%v)", s, err)
 			}

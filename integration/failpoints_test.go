@@ -59,14 +59,14 @@ func (e *fpExec) with(spec string, fn func() error) error {
 // switch are still handed back as prevResult.
 func useExec(n *node, dir string) *fpExec {
 	x := &fpExec{DefaultExec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}}}
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.dir, "cache"), x)
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.Dir, "cache"), x)
 	return x
 }
 
 // tryAdd is add without the assertion: a crashed ADD is expected here.
 func (n *node) tryAdd(p *pod) (*current.Result, error) {
 	var res *current.Result
-	err := n.ns.Do(func() error {
+	err := n.NS.Do(func() error {
 		r, err := n.cni.AddNetworkList(context.Background(), n.list, p.rt)
 		if err != nil {
 			return err
@@ -144,7 +144,7 @@ func (b *bench) expectNeighbours() {
 	for _, nb := range b.neighbours {
 		Expect(b.n.rulesFor(nb.ip)).To(HaveLen(nb.rules), "neighbour %s lost a rule", nb.ip)
 		Expect(b.n.routesFor(nb.ip)).To(HaveLen(1), "neighbour %s lost its host route", nb.ip)
-		_, err := b.n.host.LinkByName(nb.veth)
+		_, err := b.n.Host.LinkByName(nb.veth)
 		Expect(err).NotTo(HaveOccurred(), "neighbour veth %s", nb.veth)
 	}
 }
@@ -170,13 +170,13 @@ func (b *bench) scrub() {
 	}
 	if b.curIP.IsValid() {
 		for _, r := range n.rulesFor(b.curIP) {
-			n.host.RuleDel(r)
+			n.Host.RuleDel(r)
 		}
 		for _, r := range n.routesFor(b.curIP) {
-			n.host.RouteDel(r)
+			n.Host.RouteDel(r)
 		}
 	}
-	n.host.LinkDel(ownership.HostVeth("eni", p.ns, p.name))
+	n.Host.LinkDel(ownership.HostVeth("eni", p.ns, p.name))
 }
 
 // addOnDevice is a normal ADD whose pod must land on the bench's device.
@@ -204,7 +204,7 @@ func (b *bench) delCase(name failpoint.Name) {
 		Expect(n.ipamd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
 	}
 	err := b.x.with(string(name)+"=crash@1", func() error {
-		return n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+		return n.NS.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
 	})
 	if away {
 		Expect(n.ipamd.Process.Signal(syscall.SIGCONT)).To(Succeed())
@@ -257,7 +257,7 @@ func (b *bench) addCase(name failpoint.Name) {
 	By("a fresh ADD of the same pod")
 	ip = b.addOnDevice(p)
 	b.curIP = ip
-	hv, err := n.host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
+	hv, err := n.Host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
 	Expect(err).NotTo(HaveOccurred())
 	expectPodSide(p, ip, hv)
 	Expect(n.del(p)).To(Succeed())
@@ -396,7 +396,7 @@ var _ = Describe("vpc-cni killed at each of its steps", Label("failpoints", "ipv
 			return err
 		})).To(Succeed())
 		ip := podAddr(res)
-		hv, err := n.host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
+		hv, err := n.Host.LinkByName(ownership.HostVeth("eni", p.ns, p.name))
 		Expect(err).NotTo(HaveOccurred())
 		expectPodSide(p, ip, hv)
 		Expect(prod.with("driver/del-rule-to-pod=crash@1,plugin/del/before-release=crash@1", func() error { return n.del(p) })).To(Succeed())

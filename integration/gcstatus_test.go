@@ -34,15 +34,15 @@ var _ = Describe("CNI 1.1 GC and STATUS through libcni", Label("ipv4", "real-ker
 		// by hand first: the kernel frees a closed namespace (and its
 		// links) whenever it gets to it, so deleting it after the Close
 		// raced that and sometimes found no such device.
-		Expect(n.host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
+		Expect(n.Host.LinkDel(ownership.HostVeth("eni", stale.ns, stale.name))).To(Succeed())
 		Expect(stale.netns.Close()).To(Succeed())
 		// The runtime lost its record of it too (libcni would otherwise DEL
 		// the cached attachment itself before asking the plugin): only the
 		// plugin's GC, through ipamd's allocations, can find it.
-		Expect(os.Remove(filepath.Join(n.dir, "cache", "results", "aws-cni-"+stale.containerID+"-eth0"))).To(Succeed())
+		Expect(os.Remove(filepath.Join(n.Dir, "cache", "results", "aws-cni-"+stale.containerID+"-eth0"))).To(Succeed())
 		Expect(n.rulesFor(staleIP)).NotTo(BeEmpty())
 
-		Expect(n.ns.Do(func() error {
+		Expect(n.NS.Do(func() error {
 			return n.cni.GCNetworkList(context.Background(), l, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{
 				{ContainerID: keep.containerID, IfName: "eth0"}}})
 		})).To(Succeed())
@@ -57,7 +57,7 @@ var _ = Describe("CNI 1.1 GC and STATUS through libcni", Label("ipv4", "real-ker
 		n := newNode("t3.medium") // 5 pod addresses on device 0, 5 on device 1
 		l := n.list11()
 		status := func() error {
-			return n.ns.Do(func() error { return n.cni.GetStatusNetworkList(context.Background(), l) })
+			return n.NS.Do(func() error { return n.cni.GetStatusNetworkList(context.Background(), l) })
 		}
 		Expect(status()).To(Succeed())
 

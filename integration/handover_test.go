@@ -19,7 +19,7 @@ var _ = Describe("a DEL hands the pod's veth pair to ipamd", Label("ipv4", "real
 		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
 
 		// The DEL alone, without the wait n.del adds.
-		Expect(n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })).To(Succeed())
+		Expect(n.NS.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })).To(Succeed())
 		Expect(n.rulesFor(ip)).To(BeEmpty(), "rules 512/1536 are the DEL's, gone when it returns")
 		Expect(n.routesFor(ip)).To(BeEmpty(), "the host route is the DEL's, gone when it returns")
 
@@ -30,7 +30,7 @@ var _ = Describe("a DEL hands the pod's veth pair to ipamd", Label("ipv4", "real
 		samples := 0
 		for {
 			held := slices.Contains(allocatedIPs(n), ip.String())
-			_, err := n.host.LinkByName(hostVeth)
+			_, err := n.Host.LinkByName(hostVeth)
 			vethThere := err == nil
 			samples++
 			Expect(vethThere && !held).To(BeFalse(), "sample %d: ipamd released %s while %s exists", samples, ip, hostVeth)

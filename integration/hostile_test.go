@@ -68,10 +68,10 @@ func newHostileNode(extra func(victim netip.Addr) []kernel.Rule) *hostileNode {
 	h.neigh = h.newPod("web-2")
 	h.neighIP = podAddr(h.add(h.neigh))
 	h.victim = h.newPod("web-1")
-	before := snapshot(h.host)
+	before := snapshot(h.Host)
 	res := h.add(h.victim)
 	h.victimIP = podAddr(res)
-	h.victimLines = kernel.Minus(snapshot(h.host), before)
+	h.victimLines = kernel.Minus(snapshot(h.Host), before)
 	Expect(res.Interfaces[1].Mac).To(Equal("2"), "the victim is on eth1")
 	Expect(h.victimLines).To(HaveLen(4), "host veth, host route, rules 512 and 1536")
 
@@ -81,24 +81,24 @@ func newHostileNode(extra func(victim netip.Addr) []kernel.Rule) *hostileNode {
 	// after them.
 	own := append(h.rulesFor(h.neighIP), h.rulesFor(h.victimIP)...)
 	for _, r := range own {
-		Expect(h.host.RuleDel(r)).To(Succeed())
+		Expect(h.Host.RuleDel(r)).To(Succeed())
 	}
 	foreign := hostileForeign(h.victimIP)
 	if extra != nil {
 		foreign = append(foreign, extra(h.victimIP)...)
 	}
 	for _, r := range foreign {
-		Expect(h.host.RuleAdd(r)).To(Succeed(), "foreign %s", kernel.RuleString(r))
+		Expect(h.Host.RuleAdd(r)).To(Succeed(), "foreign %s", kernel.RuleString(r))
 	}
 	for _, r := range own {
-		Expect(h.host.RuleAdd(r)).To(Succeed())
+		Expect(h.Host.RuleAdd(r)).To(Succeed())
 	}
 	return h
 }
 
 // tamper rewrites the victim's result in libcni's cache.
 func (h *hostileNode) tamper(craft func(h *hostileNode, prev map[string]any)) {
-	path := filepath.Join(h.dir, "cache", "results", "aws-cni-"+h.victim.containerID+"-eth0")
+	path := filepath.Join(h.Dir, "cache", "results", "aws-cni-"+h.victim.containerID+"-eth0")
 	b, err := os.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
 	var cached map[string]any
@@ -124,7 +124,7 @@ type hostileWant struct {
 // delAndCompare runs the DEL through libcni and checks the node, the
 // neighbour's namespace and the victim's namespace against want.
 func (h *hostileNode) delAndCompare(want hostileWant) error {
-	nodeBefore, neighBefore := snapshot(h.host), h.podState(h.neigh)
+	nodeBefore, neighBefore := snapshot(h.Host), h.podState(h.neigh)
 	err := h.del(h.victim)
 	code := uint(0)
 	var ce *types.Error
@@ -141,7 +141,7 @@ func (h *hostileNode) delAndCompare(want hostileWant) error {
 			gone = kernel.Minus(gone, want.kept(h))
 		}
 	}
-	added, removed := kernel.Minus(snapshot(h.host), nodeBefore), kernel.Minus(nodeBefore, snapshot(h.host))
+	added, removed := kernel.Minus(snapshot(h.Host), nodeBefore), kernel.Minus(nodeBefore, snapshot(h.Host))
 	Expect(added).To(BeEmpty(), "the node gained lines")
 	Expect(removed).To(ConsistOf(gone), "the node lost exactly the victim's lines (and no foreign, default or neighbour line)")
 	Expect(h.podState(h.neigh)).To(Equal(neighBefore), "the neighbour's namespace changed")
@@ -243,14 +243,14 @@ var _ = Describe("hostile prevResult on the real kernel", Label("hostile", "real
 				return slices.DeleteFunc(slices.Clone(h.victimLines), func(l string) bool { return strings.HasPrefix(l, "rule 1536:") })
 			}})
 		Expect(err.Error()).To(ContainSubstring(kernel.RuleString(foreign)), "the error names the foreign rule")
-		Expect(snapshot(h.host)).To(ContainElements(kernel.RuleString(foreign), own512))
+		Expect(snapshot(h.Host)).To(ContainElements(kernel.RuleString(foreign), own512))
 
 		By("the operator removes the foreign rule; the runtime's retry finishes")
-		Expect(h.host.RuleDel(foreign)).To(Succeed())
+		Expect(h.Host.RuleDel(foreign)).To(Succeed())
 		Expect(h.del(h.victim)).To(Succeed())
-		Expect(kernel.Minus(h.victimLines, snapshot(h.host))).To(ConsistOf(h.victimLines), "the victim's lines are all gone")
+		Expect(kernel.Minus(h.victimLines, snapshot(h.Host))).To(ConsistOf(h.victimLines), "the victim's lines are all gone")
 		_, lerr := h.podHandle(h.victim).LinkByName("eth0")
 		Expect(kernel.IsNotFound(lerr)).To(BeTrue(), "the victim's eth0 (lookup: %v)", lerr)
-		Expect(snapshot(h.host)).To(ContainElement(kernel.RuleString(hostileForeign(h.victimIP)[2])), "the local-table rule stays")
+		Expect(snapshot(h.Host)).To(ContainElement(kernel.RuleString(hostileForeign(h.victimIP)[2])), "the local-table rule stays")
 	})
 })

@@ -36,7 +36,7 @@ var _ = Describe("host SNAT and connmark rules on the real iptables", Label("ipv
 		Expect(err).NotTo(HaveOccurred(), "iptables is needed: make tools installs it (apt-get install iptables)")
 
 		n := newNode("m5.large")
-		Expect(n.host.SysctlSet("net/ipv4/ip_forward", "1")).To(Succeed())
+		Expect(n.Host.SysctlSet("net/ipv4/ip_forward", "1")).To(Succeed())
 
 		By("ipamd made the reference's rules: iptables -S prints back exactly the plan")
 		nat := n.iptables()
@@ -85,7 +85,7 @@ var _ = Describe("host SNAT and connmark rules on the real iptables", Label("ipv
 
 // iptables is go-iptables in the node namespace: each call execs iptables
 // from a thread inside it.
-func (n *node) iptables() hostnat.Tables { return nsTables{n.ns} }
+func (n *node) iptables() hostnat.Tables { return nsTables{n.NS} }
 
 type nsTables struct{ ns *testns.NS }
 
@@ -144,7 +144,7 @@ func planRules(p hostnat.Plan) []hostnat.Rule {
 }
 
 func (n *node) markRules() []kernel.Rule {
-	rules, err := n.host.RuleList(kernel.FamilyV4)
+	rules, err := n.Host.RuleList(kernel.FamilyV4)
 	Expect(err).NotTo(HaveOccurred())
 	var out []kernel.Rule
 	for _, r := range rules {
@@ -158,7 +158,7 @@ func (n *node) markRules() []kernel.Rule {
 // iptablesDump is iptables-save of the node, for a failure's message.
 func (n *node) iptablesDump(bin string) string {
 	var out []byte
-	n.ns.Do(func() error {
+	n.NS.Do(func() error {
 		var err error
 		out, err = exec.Command(bin + "-save").CombinedOutput()
 		return err
@@ -175,7 +175,7 @@ func vpcRouter(n *node) *testns.NS {
 	vpc, err := testns.New("vpccni-vpc")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { vpc.Close() })
-	nodeHandle, err := netlink.NewHandleAt(nsHandle(n.ns))
+	nodeHandle, err := netlink.NewHandleAt(nsHandle(n.NS))
 	Expect(err).NotTo(HaveOccurred())
 	defer nodeHandle.Close()
 	target := nsHandle(vpc)

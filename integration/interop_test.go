@@ -84,12 +84,12 @@ func copyExecutable(src, dst string) error {
 func newRefNode(instanceType string, ipamdArgs ...string) *refNode {
 	r := &refNode{node: newNode(instanceType, ipamdArgs...)}
 	var err error
-	r.jail, err = refcni.NewJail(filepath.Dir(r.sock))
+	r.jail, err = refcni.NewJail(filepath.Dir(r.Sock))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(r.jail.Close()).To(Succeed()) })
-	r.cni = libcni.NewCNIConfigWithCacheDir([]string{refBin(), binDir}, filepath.Join(r.dir, "cache"),
+	r.cni = libcni.NewCNIConfigWithCacheDir([]string{refBin(), binDir}, filepath.Join(r.Dir, "cache"),
 		&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
-	r.refLog = filepath.Join(r.dir, "aws-cni.log")
+	r.refLog = filepath.Join(r.Dir, "aws-cni.log")
 	r.ref, err = netConfList(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"aws-cni","name":"aws-cni",
 		"vethPrefix":"eni","mtu":"9001","podSGEnforcingMode":"strict","pluginLogFile":%q,"pluginLogLevel":"DEBUG"}]}`, r.refLog))
 	Expect(err).NotTo(HaveOccurred())
@@ -102,7 +102,7 @@ func newRefNode(instanceType string, ipamdArgs ...string) *refNode {
 // first (it was made after the jail).
 func (r *refNode) call(list *libcni.NetworkConfigList, p *pod, fn func(context.Context) error) error {
 	Expect(r.jail.ExposeNetns(p.netns.Path())).To(Succeed())
-	return r.jail.Do(r.ns.Path(), func() error { return fn(context.Background()) })
+	return r.jail.Do(r.NS.Path(), func() error { return fn(context.Background()) })
 }
 
 func (r *refNode) add(list *libcni.NetworkConfigList, p *pod) *current.Result {
@@ -163,17 +163,17 @@ func (n *node) leftovers(p *pod, ip netip.Addr) []string {
 	var out []string
 	a := net.IP(ip.AsSlice())
 	hostVeth := ownership.HostVeth("eni", p.ns, p.name)
-	if _, err := n.host.LinkByName(hostVeth); !kernel.IsNotFound(err) {
+	if _, err := n.Host.LinkByName(hostVeth); !kernel.IsNotFound(err) {
 		out = append(out, fmt.Sprintf("host veth %s (%v)", hostVeth, err))
 	}
-	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
+	routes, err := n.Host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
 	Expect(err).NotTo(HaveOccurred())
 	for _, rt := range routes {
 		if rt.Dst != nil && rt.Dst.IP.Equal(a) {
 			out = append(out, fmt.Sprintf("route to %s in table %d", rt.Dst, rt.Table))
 		}
 	}
-	rules, err := n.host.RuleList(kernel.FamilyAll)
+	rules, err := n.Host.RuleList(kernel.FamilyAll)
 	Expect(err).NotTo(HaveOccurred())
 	for _, rl := range rules {
 		for _, sel := range []*net.IPNet{rl.Src, rl.Dst} {
@@ -321,7 +321,7 @@ var _ = Describe("interop with the reference plugin", Label("interop", "real-ker
 		p := n.addPod(n.ref, "checked")
 		Expect(n.check(n.vpc, p.pod)).To(Succeed(), "vpc-cni CHECK of a reference pod (log %s)", n.logFile)
 		for _, rl := range n.rulesFor(p.ip) {
-			Expect(n.host.RuleDel(rl)).To(Succeed())
+			Expect(n.Host.RuleDel(rl)).To(Succeed())
 		}
 		err := n.check(n.vpc, p.pod)
 		Expect(err).To(HaveOccurred())
@@ -350,8 +350,8 @@ var _ = Describe("interop with the reference plugin", Label("interop", "real-ker
 			allocs = append(allocs, refcni.Allocation{ENI: fmt.Sprintf("eni-dev%d", dev), DeviceNumber: dev, IP: p.ip.String(),
 				NetworkName: "aws-cni", ContainerID: p.containerID, IfName: "eth0", Namespace: p.ns, Name: p.name})
 		}
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
-		Expect(refcni.WriteCheckpoint(n.jail, gen, n.checkpoint(), allocs)).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
+		Expect(refcni.WriteCheckpoint(n.jail, gen, n.Checkpoint(), allocs)).To(Succeed())
 
 		n.startIpamd(n.instanceType, n.ipamdArgs...)
 		got := n.allocations()

@@ -31,22 +31,22 @@ func (n *node) reaped() {
 	if n.ipamd == nil {
 		return
 	}
-	simnode.WaitReaped(n.sim.IntrospectDialer())
+	simnode.WaitReaped(n.IntrospectDialer())
 }
 
 // introspect GETs an introspection path over ipamd's Unix socket.
 func (n *node) introspect(path string) []byte {
-	return simnode.Introspect(n.sim.IntrospectDialer(), path)
+	return simnode.Introspect(n.IntrospectDialer(), path)
 }
 
 // allocations GETs /v1/allocations.
-func (n *node) allocations() []allocation { return simnode.Allocations(n.sim.IntrospectDialer()) }
+func (n *node) allocations() []allocation { return simnode.Allocations(n.IntrospectDialer()) }
 
 // metrics scrapes ipamd's /metrics on the node namespace's loopback: the
 // connection is made from inside the namespace.
 func (n *node) metrics() string {
 	var conn net.Conn
-	Expect(n.ns.Do(func() (err error) {
+	Expect(n.NS.Do(func() (err error) {
 		conn, err = net.DialTimeout("tcp", "127.0.0.1:61678", 5*time.Second)
 		return err
 	})).To(Succeed())
@@ -66,10 +66,10 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		ip := podAddr(n.add(p))
 
 		By("the allocation is in the checkpoint, mode 0600, and in /v1/allocations")
-		fi, err := os.Stat(n.checkpoint())
+		fi, err := os.Stat(n.Checkpoint())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)))
-		f, err := checkpoint.Read(n.checkpoint())
+		f, err := checkpoint.Read(n.Checkpoint())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(f.Allocations).To(HaveLen(1))
 		Expect(f.Allocations[0].IPv4).To(Equal(ip.String()))
@@ -81,7 +81,7 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		Expect(m).To(ContainSubstring(`awscni_total_ip_addresses 27`))
 
 		By("the gRPC health service answers SERVING for \"\" and the reference's name")
-		conn, err := grpc.NewClient("unix://"+n.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient("unix://"+n.Sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		Expect(err).NotTo(HaveOccurred())
 		defer conn.Close()
 		for _, svc := range []string{"", "grpc.health.v1.aws-node"} {
@@ -109,12 +109,12 @@ var _ = Describe("ipamd as a daemon", Label("ipv4", "real-kernel", "ipamd"), fun
 		p := n.newPod("web-0")
 		ip := podAddr(n.add(p))
 		n.killIpamd()
-		Expect(os.WriteFile(n.checkpoint(), []byte(`{"version":"vpc-cni-ipam/1","allocations":[{"ipv4":`), 0o600)).To(Succeed())
+		Expect(os.WriteFile(n.Checkpoint(), []byte(`{"version":"vpc-cni-ipam/1","allocations":[{"ipv4":`), 0o600)).To(Succeed())
 
 		By("without the flag ipamd exits 1 and says what is wrong with which file")
 		out, err := n.runIpamdOnce()
 		Expect(err).To(HaveOccurred())
-		Expect(out).To(ContainSubstring(n.checkpoint()))
+		Expect(out).To(ContainSubstring(n.Checkpoint()))
 		Expect(out).To(ContainSubstring("--recover-from-kernel"))
 
 		By("with it, the pod's address is adopted and a new pod gets another")
@@ -142,7 +142,7 @@ func (n *node) runIpamdOnce(extra ...string) (string, error) {
 	var out strings.Builder
 	cmd := ipamdCmd(n, n.instanceType, extra...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := n.ns.Do(func() error {
+	err := n.NS.Do(func() error {
 		done := make(chan error, 1)
 		if err := cmd.Start(); err != nil {
 			return err

@@ -26,7 +26,7 @@ import (
 func (n *node) journalConf(version, path string) *libcni.NetworkConfigList {
 	l, err := netConfList(fmt.Sprintf(`{"cniVersion":%q,"name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
 		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","journalFile":"%s","stateDir":"%s"}]}`,
-		version, n.sock, n.logFile, path, n.stateDir))
+		version, n.Sock, n.logFile, path, n.stateDir))
 	Expect(err).NotTo(HaveOccurred())
 	return l
 }
@@ -43,7 +43,7 @@ var _ = Describe("the invocation journal", Label("ipv4", "real-kernel", "journal
 		// --reconcile=false: nothing but the plugin changes pod objects
 		// while the journal is recorded.
 		n := newNode("t3.medium", "--reconcile=false") // 5 addresses on device 0, then device 1
-		path := filepath.Join(n.dir, "journal.jsonl")
+		path := filepath.Join(n.Dir, "journal.jsonl")
 		n.list = n.journalConf("1.0.0", path)
 		nodeBefore := n.snapshotState()
 		fresh, err := testns.New("vpccni-fresh")
@@ -66,12 +66,12 @@ var _ = Describe("the invocation journal", Label("ipv4", "real-kernel", "journal
 		Expect(n.del(pods[5])).To(Succeed())
 
 		By("aws-node back without its checkpoint; rmp's DEL (no netns, no prevResult) gets unknown pod")
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 		n.startIpamd("t3.medium", "--reconcile=false")
 		for _, p := range []*pod{pods[0], pods[5]} {
 			rt := *p.rt
 			rt.NetNS = ""
-			Expect(n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, &rt) })).To(Succeed())
+			Expect(n.NS.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, &rt) })).To(Succeed())
 		}
 
 		By("web-1's sandbox vanishes before its DEL; web-6 is added; STATUS at CNI 1.1")
@@ -79,23 +79,23 @@ var _ = Describe("the invocation journal", Label("ipv4", "real-kernel", "journal
 		Expect(n.del(pods[1])).To(Succeed())
 		pods = append(pods, n.newPod("web-6"))
 		n.add(pods[6])
-		Expect(n.ns.Do(func() error {
+		Expect(n.NS.Do(func() error {
 			return n.cni.GetStatusNetworkList(context.Background(), n.journalConf("1.1.0", path))
 		})).To(Succeed())
 
 		By("web-7's sandbox and the runtime's record of it vanish without a DEL; GC collects it")
 		pods = append(pods, n.newPod("web-7"))
 		web7 := podAddr(n.add(pods[7]))
-		Expect(n.host.LinkDel(ownership.HostVeth("eni", "default", "web-7"))).To(Succeed())
+		Expect(n.Host.LinkDel(ownership.HostVeth("eni", "default", "web-7"))).To(Succeed())
 		Expect(pods[7].netns.Close()).To(Succeed())
-		Expect(os.Remove(filepath.Join(n.dir, "cache", "results", "aws-cni-"+pods[7].containerID+"-eth0"))).To(Succeed())
+		Expect(os.Remove(filepath.Join(n.Dir, "cache", "results", "aws-cni-"+pods[7].containerID+"-eth0"))).To(Succeed())
 		Expect(n.rulesFor(web7)).NotTo(BeEmpty(), "rules survive their device")
 		// The runtime's live sandboxes: web-2, web-3, web-4 and web-6.
 		var valid []types.GCAttachment
 		for _, i := range []int{2, 3, 4, 6} {
 			valid = append(valid, types.GCAttachment{ContainerID: pods[i].containerID, IfName: "eth0"})
 		}
-		Expect(n.ns.Do(func() error {
+		Expect(n.NS.Do(func() error {
 			return n.cni.GCNetworkList(context.Background(), n.journalConf("1.1.0", path), &libcni.GCArgs{ValidAttachments: valid})
 		})).To(Succeed())
 		Expect(n.rulesFor(web7)).To(BeEmpty(), "GC removed web-7's rule")
@@ -155,7 +155,7 @@ var _ = Describe("the invocation journal", Label("ipv4", "real-kernel", "journal
 })
 
 func (n *node) snapshotState() kernel.State {
-	s, err := kernel.Snapshot(n.host)
+	s, err := kernel.Snapshot(n.Host)
 	Expect(err).NotTo(HaveOccurred())
 	return s
 }

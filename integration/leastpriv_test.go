@@ -29,7 +29,7 @@ var _ = Describe("least privilege and bounds", func() {
 		n := newNode("m5.large")
 		// The file the symlink aims at stands in for /etc/shadow; it lives
 		// in the node's temp dir, never in /etc.
-		etc := filepath.Join(n.dir, "etc")
+		etc := filepath.Join(n.Dir, "etc")
 		Expect(os.Mkdir(etc, 0o755)).To(Succeed())
 		target := filepath.Join(etc, "shadow-tmp")
 		Expect(os.WriteFile(target, []byte("root:*:19000:0:99999:7:::\n"), 0o640)).To(Succeed())
@@ -38,7 +38,7 @@ var _ = Describe("least privilege and bounds", func() {
 		os.Remove(n.logFile)
 		Expect(os.Symlink(target, n.logFile)).To(Succeed())
 		stderr := &testns.SyncBuffer{}
-		n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"),
+		n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.Dir, "cache"),
 			&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: io.MultiWriter(stderr, GinkgoWriter)}})
 
 		p := n.newPod("web-0")
@@ -65,7 +65,7 @@ var _ = Describe("least privilege and bounds", func() {
 	It("refuses a 4 MiB request on the real ipamd's socket and goes on serving the plugin", func() {
 		requireRoot()
 		n := newNode("m5.large")
-		conn, err := grpc.NewClient("unix://"+n.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient("unix://"+n.Sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		Expect(err).NotTo(HaveOccurred())
 		defer conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -26,15 +26,11 @@ import (
 // ipamd process in it (simnode builds both, as for the e2e suite), and
 // libcni configured like containerd's.
 type node struct {
-	sim     *simnode.Node
-	ns      *testns.NS
-	dir     string
-	sock    string
-	ipamd   *exec.Cmd
-	cni     *libcni.CNIConfig
-	list    *libcni.NetworkConfigList
-	host    kernel.API
-	logFile string
+	*simnode.Node // NS, Dir, Sock, Host: the node namespace, its directory, ipamd's socket, its handle
+	ipamd         *exec.Cmd
+	cni           *libcni.CNIConfig
+	list          *libcni.NetworkConfigList
+	logFile       string
 	// stateDir is the plugin's (its attachment records): never the
 	// machine's /var/lib/cni/vpc-cni.
 	stateDir string
@@ -48,9 +44,6 @@ type node struct {
 	ipamdBin string
 }
 
-func (n *node) checkpoint() string     { return n.sim.Checkpoint() }
-func (n *node) introspectSock() string { return n.sim.IntrospectSock() }
-
 // newNode builds the node namespace. ENIs are veth pairs (this kernel has
 // no dummy links): eth0/eth1 with their peers beside them so they have
 // carrier.
@@ -62,7 +55,7 @@ func newNode(instanceType string, ipamdArgs ...string) *node {
 func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...string) *node {
 	n := newNodeWithoutIpamd()
 	if extra != nil {
-		extra(n.host)
+		extra(n.Host)
 	}
 	n.startIpamd(instanceType, ipamdArgs...)
 	return n
@@ -73,13 +66,13 @@ func newNodeWith(instanceType string, extra func(kernel.API), ipamdArgs ...strin
 // containerd's, so that a case can start ipamd its own way.
 func newNodeWithoutIpamd() *node {
 	sim := simnode.New("vpccni-node", "vpccni-node-")
-	n := &node{sim: sim, ns: sim.NS, dir: sim.Dir, sock: sim.Sock, host: sim.Host}
-	n.logFile = filepath.Join(n.dir, "plugin.log")
-	n.stateDir = filepath.Join(n.dir, "state")
+	n := &node{Node: sim}
+	n.logFile = filepath.Join(n.Dir, "plugin.log")
+	n.stateDir = filepath.Join(n.Dir, "state")
 	var err error
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(n.Dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"type":"vpc-cni","mtu":"9001",
-		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.sock, n.logFile, n.stateDir)
+		"ipamdAddress":"unix://%s","ipamdTimeout":"2s","pluginLogFile":"%s","pluginLogLevel":"debug","stateDir":"%s"}]}`, n.Sock, n.logFile, n.stateDir)
 	n.list, err = netConfList(conf)
 	Expect(err).NotTo(HaveOccurred())
 	return n
@@ -98,7 +91,7 @@ func netConfList(conf string) (*libcni.NetworkConfigList, error) {
 // ipamdCmd is the ipamd command line of the node (simnode's), run by the
 // suite's ipamd binary or n.ipamdBin.
 func ipamdCmd(n *node, instanceType string, extra ...string) *exec.Cmd {
-	args := n.sim.IpamdArgs(instanceType, extra...)
+	args := n.IpamdArgs(instanceType, extra...)
 	bin := n.ipamdBin
 	if bin == "" {
 		bin = filepath.Join(binDir, "ipamd")
@@ -117,8 +110,8 @@ func (n *node) startIpamd(instanceType string, extra ...string) {
 		out = io.MultiWriter(GinkgoWriter, n.ipamdOut)
 	}
 	n.ipamd = cmd
-	n.sim.StartIpamd(cmd, out)
-	fi, err := os.Stat(n.sock)
+	n.StartIpamd(cmd, out)
+	fi, err := os.Stat(n.Sock)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o660)), "ipamd socket mode")
 }
@@ -153,7 +146,7 @@ func (n *node) newPod(name string) *pod {
 // containerd on the node would.
 func (n *node) add(p *pod) *current.Result {
 	var res *current.Result
-	Expect(n.ns.Do(func() error {
+	Expect(n.NS.Do(func() error {
 		r, err := n.cni.AddNetworkList(context.Background(), n.list, p.rt)
 		if err != nil {
 			return err
@@ -166,7 +159,7 @@ func (n *node) add(p *pod) *current.Result {
 
 // check runs CNI CHECK through libcni (with the cached result).
 func (n *node) check(p *pod) error {
-	return n.ns.Do(func() error { return n.cni.CheckNetworkList(context.Background(), n.list, p.rt) })
+	return n.NS.Do(func() error { return n.cni.CheckNetworkList(context.Background(), n.list, p.rt) })
 }
 
 // del runs CNI DEL through libcni: libcni hands the cached ADD result to
@@ -175,7 +168,7 @@ func (n *node) check(p *pod) error {
 // reported a bad prevResult) is followed by ipamd's reaping of the veth
 // pair it was handed (reaped), so a spec sees the end state.
 func (n *node) del(p *pod) error {
-	err := n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
+	err := n.NS.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })
 	n.reaped()
 	return err
 }
@@ -188,9 +181,9 @@ func podAddr(res *current.Result) netip.Addr {
 }
 
 // rulesFor lists the node's rules whose selector is exactly the address.
-func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.host, a) }
+func (n *node) rulesFor(a netip.Addr) []kernel.Rule { return simnode.RulesFor(n.Host, a) }
 
 // routesFor lists the node's main-table routes to exactly the address.
 func (n *node) routesFor(a netip.Addr) []kernel.Route {
-	return simnode.RoutesFor(n.host, a, kernel.TableMain)
+	return simnode.RoutesFor(n.Host, a, kernel.TableMain)
 }

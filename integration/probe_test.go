@@ -49,12 +49,12 @@ func (n *node) probe(timeout string, extra ...string) probeResult {
 	bin := healthProbe()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := append([]string{"-addr=unix://" + n.sock, "-connect-timeout=" + timeout, "-rpc-timeout=" + timeout}, extra...)
+	args := append([]string{"-addr=unix://" + n.Sock, "-connect-timeout=" + timeout, "-rpc-timeout=" + timeout}, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	Expect(n.ns.Do(cmd.Start)).To(Succeed(), "start %s", bin)
+	Expect(n.NS.Do(cmd.Start)).To(Succeed(), "start %s", bin)
 	err := cmd.Wait()
 	r := probeResult{elapsed: time.Since(start), out: out.String()}
 	Expect(ctx.Err()).NotTo(HaveOccurred(), "grpc-health-probe %s did not exit within 30 s: %s", strings.Join(args, " "), r.out)
@@ -89,7 +89,7 @@ func (n *node) stopIpamd() {
 		Fail("ipamd did not exit within 15 s of SIGTERM")
 	}
 	n.ipamd = nil
-	_, err := os.Stat(n.sock)
+	_, err := os.Stat(n.Sock)
 	Expect(err).To(MatchError(os.ErrNotExist), "ipamd's socket after a graceful stop")
 }
 
@@ -121,7 +121,7 @@ var _ = Describe("grpc-health-probe against ipamd", Label("ipv4", "real-kernel",
 
 		By("kill -9: the socket file stays behind with nobody listening")
 		n.killIpamd()
-		_, err := os.Stat(n.sock)
+		_, err := os.Stat(n.Sock)
 		Expect(err).NotTo(HaveOccurred(), "a killed ipamd leaves its socket file")
 		r := n.probe("5s")
 		Expect(r.code).To(Equal(probeConnectionFailure), r.out)

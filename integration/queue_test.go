@@ -19,7 +19,7 @@ import (
 // ipamd releases them before it serves. The reconciler is off: nothing
 // else frees an address here.
 var _ = Describe("the release queue", Label("real-kernel", "release-queue"), func() {
-	queue := func(n *node) releasequeue.Queue { return releasequeue.Queue{Dir: releasequeue.DirFor(n.sock)} }
+	queue := func(n *node) releasequeue.Queue { return releasequeue.Queue{Dir: releasequeue.DirFor(n.Sock)} }
 
 	It("frees every address of a burst of DELs during an eviction before ipamd serves again", func() {
 		log := &testns.SyncBuffer{}
@@ -75,7 +75,7 @@ var _ = Describe("the release queue", Label("real-kernel", "release-queue"), fun
 			if memory == "lost" {
 				n.killIpamd()
 				Expect(queue(n).Append(stale)).To(Succeed())
-				Expect(os.Remove(n.checkpoint())).To(Succeed())
+				Expect(os.Remove(n.Checkpoint())).To(Succeed())
 			}
 			n.restartIpamd()
 			Expect(allocatedIPs(n)).To(ConsistOf(x.String()), "the live sandbox keeps its address")

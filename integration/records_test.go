@@ -25,7 +25,7 @@ var _ = Describe("the attachment record", Label("ipv4", "real-kernel"), func() {
 		p := n.newPod("web-1")
 		ip := podAddr(n.add(p))
 		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
-		hv, err := n.host.LinkByName(hostVeth)
+		hv, err := n.Host.LinkByName(hostVeth)
 		Expect(err).NotTo(HaveOccurred())
 		store := attachrec.Store{Dir: attachrec.DirFor(n.stateDir)}
 		rec, err := store.Load("aws-cni", p.containerID, "eth0")
@@ -35,9 +35,9 @@ var _ = Describe("the attachment record", Label("ipv4", "real-kernel"), func() {
 
 		By("aws-node is evicted and its checkpoint lost; the sandbox's namespace goes, and with it the veth pair and the host route")
 		n.killIpamd()
-		Expect(os.Remove(n.checkpoint())).To(Succeed())
+		Expect(os.Remove(n.Checkpoint())).To(Succeed())
 		Expect(p.netns.Close()).To(Succeed())
-		Eventually(func() bool { _, err := n.host.LinkByName(hostVeth); return kernel.IsNotFound(err) }, 10*time.Second, 20*time.Millisecond).
+		Eventually(func() bool { _, err := n.Host.LinkByName(hostVeth); return kernel.IsNotFound(err) }, 10*time.Second, 20*time.Millisecond).
 			Should(BeTrue(), "the host veth outlived its namespace")
 		Expect(n.rulesFor(ip)).To(HaveLen(2), "rules 512 and 1536 outlive the veth")
 
@@ -48,7 +48,7 @@ var _ = Describe("the attachment record", Label("ipv4", "real-kernel"), func() {
 		Expect(n.routesFor(ip)).To(BeEmpty())
 		_, err = store.Load("aws-cni", p.containerID, "eth0")
 		Expect(err).To(MatchError(attachrec.ErrNotFound), "the record outlived a successful DEL")
-		queued, errs := releasequeue.Queue{Dir: releasequeue.DirFor(n.sock)}.List()
+		queued, errs := releasequeue.Queue{Dir: releasequeue.DirFor(n.Sock)}.List()
 		Expect(errs).To(BeEmpty())
 		Expect(queued).To(HaveLen(1))
 		Expect(queued[0].Record.IPs).To(ConsistOf(ip))
@@ -70,7 +70,7 @@ func (n *node) delBare(p *pod) (string, int) {
 	cmd.Stdin = bytes.NewReader(n.netconf(nil))
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, GinkgoWriter
-	err := n.ns.Do(cmd.Run)
+	err := n.NS.Do(cmd.Run)
 	if ee, ok := err.(*exec.ExitError); ok {
 		return stdout.String(), ee.ExitCode()
 	}

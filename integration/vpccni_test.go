@@ -34,7 +34,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(res.Interfaces[1].Mac).To(Equal("254"), "container mac carries the route table (main)")
 		Expect(res.Interfaces[2].Name).To(Equal(ownership.Dummy(p.ns, p.name)))
 		Expect(res.Interfaces[2].Sandbox).To(Equal("0"), "dummy sandbox carries the device number")
-		hv, err := n.host.LinkByName(hostVeth)
+		hv, err := n.Host.LinkByName(hostVeth)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hv.Up).To(BeTrue())
 		Expect(n.routesFor(ip)).To(ConsistOf(WithTransform(func(r kernel.Route) int { return r.LinkIndex }, Equal(hv.Index))))
@@ -49,7 +49,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		By("DEL through libcni with the cached result as prevResult: torn down, the release queued")
 		Expect(n.del(p)).To(Succeed())
 		expectGone(n, p, ip, hostVeth)
-		queued, errs := releasequeue.Queue{Dir: releasequeue.DirFor(n.sock)}.List()
+		queued, errs := releasequeue.Queue{Dir: releasequeue.DirFor(n.Sock)}.List()
 		Expect(errs).To(BeEmpty())
 		Expect(queued).To(HaveLen(1))
 		Expect(queued[0].Record.IPs).To(ConsistOf(ip))
@@ -104,7 +104,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		hostVeth := ownership.HostVeth("eni", p.ns, p.name)
 		Expect(res.IPs[0].Address.String()).To(Equal(ip.String() + "/128"))
 		Expect(res.Interfaces[1].Mac).To(Equal("254"))
-		hv, err := n.host.LinkByName(hostVeth)
+		hv, err := n.Host.LinkByName(hostVeth)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(n.routesFor(ip)).To(ConsistOf(WithTransform(func(r kernel.Route) int { return r.LinkIndex }, Equal(hv.Index))))
 		Expect(n.rulesFor(ip)).To(ConsistOf(And(
@@ -129,7 +129,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(n.check(p)).To(Succeed())
 		for _, r := range n.rulesFor(ip) {
 			if r.Priority == 1536 {
-				Expect(n.host.RuleDel(r)).To(Succeed())
+				Expect(n.Host.RuleDel(r)).To(Succeed())
 			}
 		}
 		err := n.check(p)
@@ -140,9 +140,9 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 	It("answers bad input with a CNI error and changes nothing", func() {
 		n := newNode("m5.large")
 		p := n.newPod("web-0")
-		fresh := snapshot(n.host)
+		fresh := snapshot(n.Host)
 		res := n.add(p)
-		before, podBefore := snapshot(n.host), podSnapshot(p)
+		before, podBefore := snapshot(n.Host), podSnapshot(p)
 		podLines := kernel.Minus(before, fresh)
 
 		By("a malformed netconf")
@@ -150,7 +150,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrDecodingFailure)))
 		Expect(out.Msg).NotTo(BeEmpty())
-		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(snapshot(n.Host)).To(Equal(before), "the node's kernel objects changed")
 		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
 
 		By("CNI_ARGS whose pod name is no Kubernetes name")
@@ -161,7 +161,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrInvalidEnvironmentVariables)))
 		Expect(out.Details).To(ContainSubstring("K8S_POD_NAME"))
-		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(snapshot(n.Host)).To(Equal(before), "the node's kernel objects changed")
 		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
 
 		By("an ADD whose CNI_ARGS do not name the pod")
@@ -171,7 +171,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrInvalidEnvironmentVariables)))
 		Expect(out.Msg).To(ContainSubstring("K8S_POD_NAME"))
-		Expect(snapshot(n.host)).To(Equal(before), "the node's kernel objects changed")
+		Expect(snapshot(n.Host)).To(Equal(before), "the node's kernel objects changed")
 		Expect(podSnapshot(p)).To(Equal(podBefore), "the pod's namespace changed")
 		Expect(allocatedIPs(n)).To(ConsistOf(podAddr(res).String()), "ipamd holds the pod's address, and no other")
 
@@ -187,8 +187,8 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 		Expect(code).NotTo(Equal(0))
 		Expect(out.Code).To(Equal(uint(types.ErrInvalidNetworkConfig)))
 		Expect(out.Details).To(ContainSubstring("abc"))
-		Expect(kernel.Minus(before, snapshot(n.host))).To(ConsistOf(podLines), "the node lost exactly the pod's lines")
-		Expect(kernel.Minus(snapshot(n.host), before)).To(BeEmpty(), "the node gained lines")
+		Expect(kernel.Minus(before, snapshot(n.Host))).To(ConsistOf(podLines), "the node lost exactly the pod's lines")
+		Expect(kernel.Minus(snapshot(n.Host), before)).To(BeEmpty(), "the node gained lines")
 		Expect(allocatedIPs(n)).NotTo(ContainElement(podAddr(res).String()), "ipamd released the pod's address")
 	})
 })
@@ -197,7 +197,7 @@ var _ = Describe("vpc-cni on the real kernel", Label("ipv4", "real-kernel"), fun
 // it to the plugin, with prev as its prevResult (nil: none).
 func (n *node) netconf(prev *current.Result) []byte {
 	conf := map[string]any{"cniVersion": "1.0.0", "name": "aws-cni", "type": "vpc-cni", "mtu": "9001",
-		"ipamdAddress": "unix://" + n.sock, "ipamdTimeout": "2s", "pluginLogFile": n.logFile, "pluginLogLevel": "debug",
+		"ipamdAddress": "unix://" + n.Sock, "ipamdTimeout": "2s", "pluginLogFile": n.logFile, "pluginLogLevel": "debug",
 		"stateDir": n.stateDir}
 	if prev != nil {
 		conf["prevResult"] = prev
@@ -216,7 +216,7 @@ func (n *node) runPlugin(p *pod, verb string, stdin []byte) (types.Error, int) {
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, GinkgoWriter
-	err := n.ns.Do(cmd.Run)
+	err := n.NS.Do(cmd.Run)
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -276,19 +276,19 @@ func expectPodSide(p *pod, ip interface{ String() string }, hv kernel.Link) {
 // expectGone: nothing of the pod is left on the node or in its namespace.
 func expectGone(n *node, p *pod, ip interface{ AsSlice() []byte }, hostVeth string) {
 	a := net.IP(ip.AsSlice())
-	rules, err := n.host.RuleList(kernel.FamilyAll)
+	rules, err := n.Host.RuleList(kernel.FamilyAll)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range rules {
 		for _, sel := range []*net.IPNet{r.Src, r.Dst} {
 			Expect(sel != nil && sel.IP.Equal(a)).To(BeFalse(), "rule left behind: %+v", r)
 		}
 	}
-	routes, err := n.host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
+	routes, err := n.Host.RouteList(kernel.FamilyAll, kernel.TableUnspec)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range routes {
 		Expect(r.Dst != nil && r.Dst.IP.Equal(a)).To(BeFalse(), "route left behind: %+v", r)
 	}
-	_, err = n.host.LinkByName(hostVeth)
+	_, err = n.Host.LinkByName(hostVeth)
 	Expect(kernel.IsNotFound(err)).To(BeTrue(), "host veth %s left behind (%v)", hostVeth, err)
 	h, err := linux.Opener{}.Open(p.netns.Path())
 	Expect(err).NotTo(HaveOccurred())

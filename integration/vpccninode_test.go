@@ -30,10 +30,10 @@ import (
 var _ = Describe("vpccni-node as the aws-node containers", func() {
 	It("init installs the plugins and sets the node's sysctls; run starts ipamd, writes the conflist once it answers, and a pod gets POD_MTU on both veth ends", func() {
 		sim := simnode.New("vpccni-node", "vpccni-node-") // the node without ipamd: vpccni-node starts it
-		n := &node{sim: sim, ns: sim.NS, dir: sim.Dir, sock: sim.Sock, host: sim.Host}
-		Expect(os.MkdirAll(filepath.Dir(n.sock), 0o755)).To(Succeed())
+		n := &node{Node: sim}
+		Expect(os.MkdirAll(filepath.Dir(n.Sock), 0o755)).To(Succeed())
 
-		image, hostBin, hostConf := filepath.Join(n.dir, "image"), filepath.Join(n.dir, "opt-cni-bin"), filepath.Join(n.dir, "etc-cni-net.d")
+		image, hostBin, hostConf := filepath.Join(n.Dir, "image"), filepath.Join(n.Dir, "opt-cni-bin"), filepath.Join(n.Dir, "etc-cni-net.d")
 		for _, d := range []string{image, hostBin, hostConf} {
 			Expect(os.Mkdir(d, 0o755)).To(Succeed())
 		}
@@ -51,7 +51,7 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 		initCmd.Env = env
 		var initOut bytes.Buffer
 		initCmd.Stdout, initCmd.Stderr = &initOut, &initOut
-		Expect(n.ns.Do(initCmd.Run)).To(Succeed(), "vpccni-node init: %s", initOut.String())
+		Expect(n.NS.Do(initCmd.Run)).To(Succeed(), "vpccni-node init: %s", initOut.String())
 		GinkgoWriter.Printf("init:\n%s", initOut.String())
 		for _, b := range []string{"vpc-cni", "portmap"} {
 			fi, err := os.Stat(filepath.Join(hostBin, b))
@@ -59,22 +59,22 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 			Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o755)))
 		}
 		for key, want := range map[string]string{"net/ipv4/conf/eth0/rp_filter": "2", "net/ipv4/tcp_early_demux": "0"} {
-			got, err := n.host.SysctlGet(key)
+			got, err := n.Host.SysctlGet(key)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(strings.TrimSpace(got)).To(Equal(want), key)
 		}
 		Expect(os.ReadFile("/proc/sys/net/ipv4/tcp_early_demux")).To(Equal(machineDemux), "the machine's own tcp_early_demux changed")
 
 		By("run: ipamd started with the arguments after --; the conflist written once it answers")
-		pluginLog := filepath.Join(n.dir, "plugin.log")
+		pluginLog := filepath.Join(n.Dir, "plugin.log")
 		runCmd := exec.Command(filepath.Join(binDir, "vpccni-node"), "run", "--cni-dir", image, "--ipamd", filepath.Join(binDir, "ipamd"),
-			"--socket", n.sock, "--health-interval", "50ms", "--",
-			"--cloud", "memory", "--instance-type", "m5.large", "--checkpoint", n.checkpoint(),
-			"--introspection-address", "unix:"+n.introspectSock(), "--metrics-address", "127.0.0.1:61678")
+			"--socket", n.Sock, "--health-interval", "50ms", "--",
+			"--cloud", "memory", "--instance-type", "m5.large", "--checkpoint", n.Checkpoint(),
+			"--introspection-address", "unix:"+n.IntrospectSock(), "--metrics-address", "127.0.0.1:61678")
 		runCmd.Env = append(env, "POD_MTU=1500", "AWS_VPC_ENI_MTU=8000", "AWS_VPC_K8S_PLUGIN_LOG_FILE="+pluginLog, "AWS_VPC_K8S_PLUGIN_LOG_LEVEL=DEBUG")
 		runOut := &testns.SyncBuffer{}
 		runCmd.Stdout, runCmd.Stderr = runOut, runOut
-		Expect(n.ns.Do(runCmd.Start)).To(Succeed())
+		Expect(n.NS.Do(runCmd.Start)).To(Succeed())
 		exited := make(chan struct{})
 		var waitErr error
 		go func() { waitErr = runCmd.Wait(); close(exited) }()
@@ -97,7 +97,7 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 
 		By("ipamd gave the ENIs AWS_VPC_ENI_MTU")
 		for _, eni := range []string{"eth0", "eth1"} {
-			l, err := n.host.LinkByName(eni)
+			l, err := n.Host.LinkByName(eni)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(l.MTU).To(Equal(8000), eni)
 		}
@@ -110,14 +110,14 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 		vpc := doc["plugins"].([]any)[0].(map[string]any)
 		Expect(vpc).To(HaveKeyWithValue("mtu", "1500"))
 		Expect(vpc).To(HaveKeyWithValue("pluginLogFile", pluginLog))
-		Expect(vpc).To(HaveKeyWithValue("ipamdAddress", "unix://"+n.sock))
-		vpc["stateDir"] = filepath.Join(n.dir, "state") // never the machine's /var/lib/cni
+		Expect(vpc).To(HaveKeyWithValue("ipamdAddress", "unix://"+n.Sock))
+		vpc["stateDir"] = filepath.Join(n.Dir, "state") // never the machine's /var/lib/cni
 		raw, err = json.Marshal(doc)
 		Expect(err).NotTo(HaveOccurred())
 		n.list, err = libcni.NetworkConfFromBytes(raw)
 		Expect(err).NotTo(HaveOccurred())
 		n.logFile = pluginLog
-		n.cni = libcni.NewCNIConfigWithCacheDir([]string{hostBin}, filepath.Join(n.dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
+		n.cni = libcni.NewCNIConfigWithCacheDir([]string{hostBin}, filepath.Join(n.Dir, "cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: GinkgoWriter}})
 		p := n.newPod("web-0")
 		res := n.add(p)
 		Expect(res.IPs).To(HaveLen(1))
@@ -127,14 +127,14 @@ var _ = Describe("vpccni-node as the aws-node containers", func() {
 		eth0, err := podNS.LinkByName("eth0")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(eth0.MTU).To(Equal(1500), "the pod's eth0")
-		hostVeth, err := n.host.LinkByName(ownership.HostVeth(ownership.DefaultVethPrefix, p.ns, p.name))
+		hostVeth, err := n.Host.LinkByName(ownership.HostVeth(ownership.DefaultVethPrefix, p.ns, p.name))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hostVeth.MTU).To(Equal(1500), "the host veth")
 		Expect(os.ReadFile(pluginLog)).To(ContainSubstring(`"level":"DEBUG"`), "AWS_VPC_K8S_PLUGIN_LOG_LEVEL=DEBUG reaches the plugin")
 
 		By("DEL, then SIGTERM: run passes it on to ipamd and exits with its status")
-		Expect(n.ns.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })).To(Succeed())
-		Eventually(func() error { _, err := n.host.LinkByName(hostVeth.Name); return err }, 10*time.Second).Should(HaveOccurred(), "the host veth stays")
+		Expect(n.NS.Do(func() error { return n.cni.DelNetworkList(context.Background(), n.list, p.rt) })).To(Succeed())
+		Eventually(func() error { _, err := n.Host.LinkByName(hostVeth.Name); return err }, 10*time.Second).Should(HaveOccurred(), "the host veth stays")
 		Expect(runCmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		Eventually(exited, 15*time.Second).Should(BeClosed())
 		Expect(waitErr).NotTo(HaveOccurred(), "vpccni-node run: %s", runOut)
