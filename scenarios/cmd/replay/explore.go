@@ -214,7 +214,9 @@ func runExplore(args []string, stdout, stderr io.Writer) int {
 				return exitUsage
 			}
 			fmt.Fprintf(text, "  %-14s %s -> %s (%d events, %d pods)\n", o.Verdict, o.Schedule, path, len(f.Timeline), len(f.Pods))
-			page.add(o.Verdict, o.Schedule.String(), path, f, o.Mode, o.Policy)
+			if err := page.add(o.Verdict, o.Schedule.String(), path, f, o.Mode, o.Policy); err != nil {
+				fmt.Fprintf(text, "  (%s is not drawn on the page: %v)\n", path, err)
+			}
 		}
 	}
 	if *jsonOut != "" {

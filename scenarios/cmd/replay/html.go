@@ -63,11 +63,12 @@ func newExplorePage(f *os.File, title string) *explorePage {
 }
 
 // add replays the counterexample s, written to path, in mode under its
-// policy, and adds it with its cell (only its file's link if it cannot
-// run: the text output has said why).
-func (e *explorePage) add(verdict, what, path string, s *spec.Scenario, mode, pol string) {
+// policy, and adds it with its cell. One that cannot be replayed is added
+// with its file's link and why, and the error is returned for the text
+// output to say too.
+func (e *explorePage) add(verdict, what, path string, s *spec.Scenario, mode, pol string) error {
 	if e == nil {
-		return
+		return nil
 	}
 	link := path
 	if abs, err := filepath.Abs(path); err == nil {
@@ -75,17 +76,26 @@ func (e *explorePage) add(verdict, what, path string, s *spec.Scenario, mode, po
 			link = rel
 		}
 	}
-	var res *engine.Result
-	if p, err := policy.ByName(pol); err == nil {
-		if r, err := engine.Run(s, mode, p, engine.Options{Tolerant: true}); err == nil {
-			res = r
-		}
+	res, err := replayExample(s, mode, pol)
+	if err != nil {
+		e.page.AddExample(verdict, what+" (not replayed for this page: "+err.Error()+")", link, nil)
+		return err
 	}
 	e.page.AddExample(verdict, what, link, res)
 	key := pol + " " + mode
 	if id := e.page.Examples[len(e.page.Examples)-1].CellID; id != "" && e.examples[key] == "" {
 		e.examples[key] = id
 	}
+	return nil
+}
+
+// replayExample runs a counterexample as replay run would.
+func replayExample(s *spec.Scenario, mode, pol string) (*engine.Result, error) {
+	p, err := policy.ByName(pol)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Run(s, mode, p, engine.Options{Tolerant: true})
 }
 
 // write draws the matrix, writes the page and prints its path.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vpccni/vpccni/scenarios/spec"
 )
 
 // page reads a page replay wrote and checks the output names it last.
@@ -106,5 +108,28 @@ func TestExploreHTML(t *testing.T) {
 	}
 	if !strings.Contains(html, `href="out/`) || !strings.Contains(html, `<section class="cell findings" id="cell-example-`) {
 		t.Error("no counterexample file linked (relative to the page) or no counterexample's cell")
+	}
+}
+
+// TestExamplePageSaysWhatItCouldNotReplay: a counterexample the page
+// cannot replay is listed with why, and the error is returned for the
+// text output, not dropped.
+func TestExamplePageSaysWhatItCouldNotReplay(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "e.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := spec.Parse([]byte(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newExplorePage(f, "t")
+	err = p.add("LEAK", "x", "out/x.yaml", s, "ipv4", "ref-v1.11") // the file expects nothing of ref-v1.11
+	if err == nil {
+		t.Fatal("a counterexample that cannot run in its mode was added without an error")
+	}
+	if e := p.page.Examples[0]; e.CellID != "" || !strings.Contains(e.Schedule, "not replayed for this page") {
+		t.Errorf("example %+v does not say it was not replayed", e)
 	}
 }

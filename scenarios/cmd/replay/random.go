@@ -113,7 +113,9 @@ func runRandom(f randomFlags, stdout, stderr io.Writer) int {
 				return exitUsage
 			}
 			fmt.Fprintf(text, "  %-14s schedule %d (%s, %s) -> %s (%d events, %d pods)\n", o.Verdict, o.Index, o.Mode, o.Policy, path, len(s.Timeline), len(s.Pods))
-			page.add(o.Verdict, fmt.Sprintf("schedule %d (%s, %s)", o.Index, o.Mode, o.Policy), path, s, o.Mode, o.Policy)
+			if err := page.add(o.Verdict, fmt.Sprintf("schedule %d (%s, %s)", o.Index, o.Mode, o.Policy), path, s, o.Mode, o.Policy); err != nil {
+				fmt.Fprintf(text, "  (%s is not drawn on the page: %v)\n", path, err)
+			}
 		}
 	}
 	if f.json != "" {
