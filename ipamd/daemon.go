@@ -268,6 +268,7 @@ type Daemon struct {
 	onCheckpointWrite func()
 	reconMu           sync.Mutex
 	reconciledAt      time.Time
+	reconSettled      settledPass // guarded by reconMu
 	// the reaper of handed-over veths (reap.go)
 	reapMu   sync.Mutex
 	reapWake chan struct{}

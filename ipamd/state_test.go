@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vpccni/vpccni/ipamd/checkpoint"
+	"github.com/vpccni/vpccni/ipamd/datastore"
 	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/rpc"
 	"github.com/vpccni/vpccni/kernel"
@@ -429,5 +431,65 @@ func TestENIMTU(t *testing.T) {
 		if l.MTU != 1500 {
 			t.Errorf("%s MTU %d, want 1500", name, l.MTU)
 		}
+	}
+}
+
+// TestReconcilerSkipsOnlySettledPasses: a pass over a kernel and pool
+// that have not changed since the last pass is skipped only if that pass
+// left nothing for later. An allocation whose pod is gone but which is
+// still within the grace period, and an orphan rule whose address is
+// still cooling down, are each removed by a later pass over the very
+// same kernel and pool, once the clock alone has made them removable.
+func TestReconcilerSkipsOnlySettledPasses(t *testing.T) {
+	n := newNode(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sock := sockPath(t)
+	cfg := Config{Kernel: n.h, StandInLinks: true, Reconcile: true, Now: clock,
+		Cooldown: 30 * time.Second, ReconcileGrace: 2 * time.Minute, ReconcileInterval: 10 * time.Second}
+	d := start(t, sock, cfg, WithManualLoops())
+	c := client(t, sock)
+	ips := map[string]netip.Addr{}
+	for _, name := range []string{"young", "cooling"} {
+		rep, err := c.AddNetwork(ctx(t), addReqFor(name))
+		if err != nil || !rep.Success {
+			t.Fatal(rep, err)
+		}
+		ips[name] = netip.MustParseAddr(rep.IPAllocationMetadata[0].IPv4Addr)
+		n.pod(t, name, ips[name])
+	}
+	// "cooling": its DEL reached ipamd (the address cools down) but the
+	// plugin never removed its rule.
+	if rep, err := c.DelNetwork(ctx(t), delReqFor("cooling")); err != nil || !rep.Success {
+		t.Fatal(rep, err)
+	}
+	n.gone(t, "cooling")
+	has := func(name string) bool { return slices.Contains(n.rules512(t), ips[name].String()+"/32") }
+	held := func(name string) bool {
+		return slices.ContainsFunc(d.Allocations(), func(a datastore.Allocation) bool { return a.IP == ips[name] })
+	}
+	pass := func(after time.Duration) {
+		t.Helper()
+		now = now.Add(after)
+		if _, err := d.Tick(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass(10 * time.Second) // the address rests for 20s more
+	if !has("cooling") {
+		t.Fatalf("a pass removed the rule of an address still cooling down: rules %v", n.rules512(t))
+	}
+	pass(30 * time.Second) // the same kernel and pool; the cooldown is over
+	if has("cooling") {
+		t.Fatalf("the orphan rule of a rested address outlived a pass: rules %v", n.rules512(t))
+	}
+	n.gone(t, "young")     // its DEL never comes
+	pass(10 * time.Second) // young is 50s old
+	if !held("young") || !has("young") {
+		t.Fatalf("a pass released a gone pod within the grace period: rules %v, allocations %+v", n.rules512(t), d.Allocations())
+	}
+	pass(80 * time.Second) // the same kernel and pool; past young's grace
+	if held("young") || has("young") {
+		t.Fatalf("a gone pod's allocation outlived the grace period: rules %v, allocations %+v", n.rules512(t), d.Allocations())
 	}
 }

@@ -164,8 +164,9 @@ type Store struct {
 	holder  map[netip.Addr]Key  // index of allocs by address
 	owner   map[netip.Addr]*eni // every IPv4 pool address and its ENI
 	cooling map[netip.Addr]time.Time
-	// changes counts writes to allocs (AllocationsVersion).
-	changes uint64
+	// changes counts writes to allocs (AllocationsVersion); poolChanges
+	// the ENIs and addresses added to or taken from the pool (Version).
+	changes, poolChanges uint64
 }
 
 // New builds a store over the instance's ENIs with every address free and
@@ -535,6 +536,34 @@ func (s *Store) AllocationsVersion() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.changes
+}
+
+// Version counts every change to the store, its allocations and its
+// pool alike: while it stays the same, only time can change what the
+// store answers, and only by ending a cooldown (CooldownEnds). The warm
+// pool uses it to know when its next pass has nothing to do.
+func (s *Store) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes + s.poolChanges
+}
+
+// CooldownEnds is when the first address still cooling down rests, false
+// when none is cooling.
+func (s *Store) CooldownEnds() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opt.Now()
+	var first time.Time
+	for ip, t := range s.cooling {
+		if s.coolingAt(ip, now) && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	if first.IsZero() {
+		return time.Time{}, false
+	}
+	return first.Add(s.opt.Cooldown), true
 }
 
 // IsFree reports whether ip belongs to the pool, no pod holds it and it is

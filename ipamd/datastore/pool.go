@@ -51,6 +51,7 @@ func (s *Store) addENI(ce cloud.ENI) error {
 	if ce.DeviceNumber < 0 {
 		return fmt.Errorf("datastore: ENI %s: negative device number %d", ce.ID, ce.DeviceNumber)
 	}
+	s.poolChanges++
 	e := &eni{id: ce.ID, device: ce.DeviceNumber, trunk: ce.Trunk}
 	if !ce.Trunk {
 		// The trunk ENI carries branch ENIs' VLANs: a pod never gets an
@@ -98,6 +99,7 @@ func (s *Store) addIPv4(e *eni, ips []netip.Addr) error {
 	if err := s.checkIPv4(e, ips); err != nil {
 		return err
 	}
+	s.poolChanges++
 	for _, ip := range ips {
 		s.owner[ip] = e
 		e.ipv4 = append(e.ipv4, ip)
@@ -128,6 +130,7 @@ func (s *Store) addPrefixes(e *eni, pfxs []netip.Prefix) error {
 	if err := s.checkPrefixes(e, pfxs); err != nil {
 		return err
 	}
+	s.poolChanges++
 	for _, p := range pfxs {
 		for _, ip := range prefixAddrs(p) {
 			s.owner[ip] = e
@@ -196,6 +199,9 @@ func (s *Store) TakeFreeIPv4(eniID string, n int) ([]netip.Addr, error) {
 			e.ipv4 = slices.Delete(e.ipv4, i, i+1)
 		}
 	}
+	if len(out) > 0 {
+		s.poolChanges++
+	}
 	return out, nil
 }
 
@@ -221,6 +227,9 @@ func (s *Store) TakeFreePrefixes(eniID string, n int) ([]netip.Prefix, error) {
 		}
 		e.prefix = slices.Delete(e.prefix, i, i+1)
 		out = append(out, p)
+	}
+	if len(out) > 0 {
+		s.poolChanges++
 	}
 	return out, nil
 }
@@ -257,6 +266,7 @@ func (s *Store) RemoveENI(id string) (cloud.ENI, error) {
 		delete(s.owner, ip)
 		delete(s.cooling, ip)
 	}
+	s.poolChanges++
 	s.enis = slices.DeleteFunc(s.enis, func(x *eni) bool { return x == e })
 	return cloud.ENI{ID: e.id, DeviceNumber: e.device, Trunk: e.trunk, IPv4: e.ipv4,
 		IPv4Prefixes: e.prefix, IPv6Prefixes: e.ipv6}, nil
@@ -351,6 +361,7 @@ func (s *Store) GiveBack(ip netip.Addr) error {
 	if !ok {
 		return fmt.Errorf("datastore: %s is not a secondary address of the pool", ip)
 	}
+	s.poolChanges++
 	e.ipv4 = slices.DeleteFunc(e.ipv4, func(a netip.Addr) bool { return a == ip })
 	delete(s.owner, ip)
 	delete(s.cooling, ip)

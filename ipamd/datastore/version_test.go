@@ -1,7 +1,11 @@
 package datastore
 
 import (
+	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/vpccni/vpccni/cloud"
 )
 
 // Every change to the allocations moves AllocationsVersion and nothing
@@ -72,4 +76,68 @@ func TestAllocationsVersionMovesWithEveryChange(t *testing.T) {
 			t.Fatalf("restore kept %v", kept)
 		}
 	})
+}
+
+// Version moves with every change to the pool as well as to the
+// allocations, and a read moves nothing: the warm pool trusts an unchanged
+// version to mean its next pass would do what its last did.
+func TestVersionMovesWithThePool(t *testing.T) {
+	c := fixedClock()
+	s := store(t, "m5.large")
+	s.opt.Now, s.opt.Cooldown = c.Now, 30*time.Second
+	last := s.Version()
+	step := func(what string, change bool, f func()) {
+		t.Helper()
+		f()
+		if moved := s.Version() != last; moved != change {
+			t.Errorf("%s: version moved %v, want %v", what, moved, change)
+		}
+		last = s.Version()
+	}
+	enis := s.ENIs()
+	top := enis[len(enis)-1]
+	var taken []netip.Addr
+	step("reads", false, func() { s.Stats(); s.ENIs(); s.CooldownEnds(); s.IsFree(top.IPv4[0]) })
+	step("assign", true, func() { mustAssign(t, s, key(1), -1) })
+	step("take free addresses", true, func() { taken, _ = s.TakeFreeIPv4(top.ID, 2) })
+	step("take none", false, func() { s.TakeFreeIPv4(top.ID, 0) })
+	step("add them back", true, func() {
+		if err := s.AddIPv4(top.ID, taken); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("give one back to EC2", true, func() {
+		if err := s.GiveBack(taken[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var removed cloud.ENI
+	step("remove an ENI", true, func() {
+		var err error
+		if removed, err = s.RemoveENI(top.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("add it again", true, func() {
+		if err := s.AddENI(removed); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, cooling := s.CooldownEnds(); cooling {
+		t.Fatal("an address cools down before any release")
+	}
+	step("release", true, func() {
+		if _, err := s.Release(key(1), Meta{PodNamespace: "default", PodName: "c1"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := c.Now().Add(30 * time.Second)
+	if ends, cooling := s.CooldownEnds(); !cooling || !ends.Equal(want) {
+		t.Errorf("cooldown ends %v (%v), want %v", ends, cooling, want)
+	}
+	c.Advance(30 * time.Second)
+	if ends, cooling := s.CooldownEnds(); cooling {
+		t.Errorf("cooldown still ends at %v once it has", ends)
+	}
+	step("a cooldown ending", false, func() {})
 }

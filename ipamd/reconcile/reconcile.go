@@ -138,6 +138,18 @@ type Report struct {
 	Counts  map[Kind]int // by kind, every kind present
 	Removed []Removal    // in the order removed
 	Skipped []Skip
+	// Waiting counts what was left only for now: an allocation whose pod
+	// looks gone but is younger than the grace period, an orphan rule
+	// whose address is cooling down. A later pass over the same kernel
+	// and pool may remove them, so such a pass is not a settled one.
+	Waiting int
+}
+
+// Settled reports whether a pass that made this report changed nothing
+// and left nothing for later: another pass over the same kernel and pool
+// would make the same report.
+func (rep Report) Settled() bool {
+	return len(rep.Removed) == 0 && len(rep.Skipped) == 0 && rep.Waiting == 0
 }
 
 func (rep *Report) removed(m Removal) {
@@ -212,7 +224,11 @@ func (r *Reconciler) done(rep Report, errs []error) (Report, error) {
 // allocation for the next pass rather than a released address with rules.
 func (r *Reconciler) releaseIfGone(v *view, h Holder, rep *Report) error {
 	alive, known := v.podAlive(h)
-	if alive || !known || r.now().Sub(h.Since) < r.grace {
+	if alive || !known {
+		return nil
+	}
+	if r.now().Sub(h.Since) < r.grace {
+		rep.Waiting++
 		return nil
 	}
 	if l, inUse := v.hostRoutes[h.IP]; inUse {
@@ -272,7 +288,11 @@ func (r *Reconciler) removeIfOrphan(v *view, rule kernel.Rule, held map[netip.Ad
 		}
 		stillOrphan = func() (bool, error) { return r.linkGone(o.Link) }
 	} else {
-		if _, live := v.hostRoutes[o.IP]; live || held[o.IP] || r.pool.IsCooling(o.IP) {
+		if _, live := v.hostRoutes[o.IP]; live || held[o.IP] {
+			return nil
+		}
+		if r.pool.IsCooling(o.IP) {
+			rep.Waiting++
 			return nil
 		}
 		stillOrphan = func() (bool, error) { return r.addressUnused(o.IP, r.pool) }

@@ -62,6 +62,17 @@ type Manager struct {
 	attached      map[string]cloud.ENI // by ID, as attached (for teardown)
 	lastScaleDown time.Time
 	backoffUntil  time.Time
+	idle          idleStep // what the last Step that did nothing proves (Due)
+}
+
+// idleStep is a Step that did nothing, at the store's version: Step reads
+// nothing but the store, the manager's own fields (which only a Step that
+// acts changes) and the clock, so the passes after it do nothing either
+// while the version stays and the clock is before until (zero: never).
+type idleStep struct {
+	valid   bool
+	version uint64
+	until   time.Time
 }
 
 // New manages store's pool on the instance's ENIs through prov.
@@ -120,8 +131,24 @@ func (m *Manager) perSlot() int {
 func (m *Manager) Step(ctx context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	version := m.store.Version()
+	action, until, err := m.step(ctx)
+	m.idle = idleStep{}
+	if action == "" && err == nil {
+		m.idle = idleStep{valid: true, version: version, until: until}
+		if ends, cooling := m.store.CooldownEnds(); cooling && (until.IsZero() || ends.Before(until)) {
+			m.idle.until = ends // a rested address changes what is available
+		}
+	}
+	return action, err
+}
+
+// step is Step's pass. When it does nothing, until is the first moment a
+// pass could act on the same store (a back-off or the scale-down interval
+// ending), zero if none.
+func (m *Manager) step(ctx context.Context) (action string, until time.Time, err error) {
 	if m.cfg.IPv6 {
-		return "", nil
+		return "", time.Time{}, nil
 	}
 	st := m.store.Stats()
 	short, over := m.cfg.Targets.need(st.Total, st.Available(), m.slotsPerENI()*m.perSlot())
@@ -129,22 +156,38 @@ func (m *Manager) Step(ctx context.Context) (string, error) {
 	switch {
 	case short > 0:
 		if now.Before(m.backoffUntil) {
-			return "", nil
+			return "", m.backoffUntil, nil
 		}
 		action, err := m.grow(ctx, short)
 		if cloud.IsSubnetFull(err) {
 			m.backoffUntil = now.Add(m.cfg.SubnetBackoff)
 			m.cfg.Log.Warn("subnet has no free addresses; backing off", "until", m.backoffUntil, "error", err)
 		}
-		return action, err
+		return action, time.Time{}, err
 	case over > 0 && now.Sub(m.lastScaleDown) >= m.cfg.ScaleDownInterval:
 		action, err := m.shrink(ctx, over)
 		if action != "" {
 			m.lastScaleDown = now
 		}
-		return action, err
+		return action, time.Time{}, err
+	case over > 0:
+		return "", m.lastScaleDown.Add(m.cfg.ScaleDownInterval), nil
 	}
-	return "", nil
+	return "", time.Time{}, nil
+}
+
+// Due is when the next Step may act, for a harness that runs the loops
+// on a simulated clock and skips the passes that would do nothing: ok is
+// false when that is not known (no Step yet, or the last one acted or
+// failed, or the store changed since): the next pass must run. A zero
+// time with ok means no pass acts until the store changes.
+func (m *Manager) Due() (at time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.idle.valid || m.store.Version() != m.idle.version {
+		return time.Time{}, false
+	}
+	return m.idle.until, true
 }
 
 // grow adds at least short addresses if it can: slots on attached ENIs

@@ -275,3 +275,71 @@ func TestTargetsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestDueIsTheFirstPassThatCanAct: after a pass that did nothing, Due
+// names the first moment a pass over the same store could act (a
+// cooldown ending, the scale-down interval ending): a pass just before it
+// does nothing, the pass at it acts. After a pass that acted, or once the
+// store has changed, Due does not know.
+func TestDueIsTheFirstPassThatCanAct(t *testing.T) {
+	f := fresh(t, "m5.large", Targets{WarmIP: 1})
+	if _, ok := f.m.Due(); ok {
+		t.Fatal("Due known before any pass")
+	}
+	f.step(t) // grows to 1
+	if _, ok := f.m.Due(); ok {
+		t.Fatal("Due known after a pass that acted")
+	}
+	var keys []datastore.Key
+	for range 2 {
+		keys = append(keys, f.assign(t, 1)...)
+		f.step(t) // grows by one
+	}
+	released := f.now
+	for _, k := range keys {
+		if _, err := f.store.Release(k, datastore.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := f.m.Due(); ok {
+		t.Fatal("Due known after the store changed")
+	}
+	// Cooling: the pool looks at target until the addresses rest.
+	stepsUntilDue(t, f, released.Add(30*time.Second), ActionUnassignIPs)
+
+	// Over target again right after a shrink: the scale-down interval.
+	shrunk := f.now
+	eni := f.store.ENIs()[0].ID
+	ips, err := f.cloud.Provider().AssignIPv4(context.Background(), eni, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AddIPv4(eni, ips); err != nil {
+		t.Fatal(err)
+	}
+	stepsUntilDue(t, f, shrunk.Add(DefaultScaleDownInterval), ActionUnassignIPs)
+}
+
+// stepsUntilDue runs a pass that must do nothing and name want as Due,
+// then a pass a second before it (nothing) and one at it (act).
+func stepsUntilDue(t *testing.T, f *fixture, want time.Time, act string) {
+	t.Helper()
+	if a := f.step(t); a != "" {
+		t.Fatalf("a pass before %v did %q", want, a)
+	}
+	due, ok := f.m.Due()
+	if !ok || !due.Equal(want) {
+		t.Fatalf("Due %v (known %v), want %v", due, ok, want)
+	}
+	f.now = due.Add(-time.Second)
+	if a := f.step(t); a != "" {
+		t.Fatalf("a pass a second before Due did %q", a)
+	}
+	f.now = due
+	if a := f.step(t); a != act {
+		t.Fatalf("the pass at Due did %q, want %q", a, act)
+	}
+	if _, ok := f.m.Due(); ok {
+		t.Fatal("Due known after a pass that acted")
+	}
+}

@@ -42,6 +42,11 @@ func (h *handle) change(fn func(n *netns) error) error {
 	})
 }
 
+// Generation is the machine's change count (Kernel.Generation), for a
+// holder of a handle alone: ipamd's reconciler skips a pass over a
+// kernel that has not changed since its last pass settled.
+func (h *handle) Generation() uint64 { return h.k.Generation() }
+
 // Close releases the handle; the namespace stays.
 func (h *handle) Close() error {
 	h.k.mu.Lock()

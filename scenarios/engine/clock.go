@@ -38,10 +38,51 @@ func (r *run) dueAt() time.Duration {
 	if r.ipamd == nil && r.restartAt >= 0 && (due < 0 || r.restartAt < due) {
 		due = r.restartAt
 	}
-	if r.ipamd != nil && (due < 0 || r.ticked+tick < due) {
-		due = r.ticked + tick
+	if next := r.nextTickAt(); next >= 0 && (due < 0 || next < due) {
+		due = next
 	}
 	return due
+}
+
+// nextTickAt is when ipamd's loops next run, -1 if not before an event.
+// A tick runs them every 5 simulated seconds, but most of a fleet's
+// ticks find nothing to do: the ticks before ipamd's next due pass
+// (Daemon.LoopsDue: the warm pool's next possible action, the
+// reconciler's next pass, a handed-over address to reap) are skipped,
+// the clock staying on the same 5-second grid. They are run all the
+// same while kubelet waits to retry an ADD (every tick retries it) and
+// while the step check is not idle (every tick checks again: see
+// stepCheckUnlessIdle). Options.EveryTick runs every tick.
+//
+// A skipped tick is one that would have run, idle, before whatever
+// happened since: the ticks up to the end of the last advance (before
+// the event that follows it), and a tick at the very time of a kubelet
+// retry runs after the retry, as advance orders them.
+func (r *run) nextTickAt() time.Duration {
+	if r.ipamd == nil {
+		return -1
+	}
+	next := r.ticked + tick
+	if lo := max(r.idleThrough+1, r.now); next < lo {
+		next = r.gridAtOrAfter(lo) // the ticks up to idleThrough were idle
+	}
+	if r.opt.EveryTick || r.waitingToRun() || !r.stepsIdle() {
+		return next
+	}
+	due := r.ipamd.LoopsDue()
+	if due.IsZero() {
+		return -1
+	}
+	return max(next, r.gridAtOrAfter(due.Sub(epoch)))
+}
+
+// gridAtOrAfter is the first tick of ipamd's loops at or after t (they
+// run every tick since ipamd started).
+func (r *run) gridAtOrAfter(t time.Duration) time.Duration {
+	if t <= r.ticked {
+		return r.ticked + tick
+	}
+	return r.ticked + (t-r.ticked+tick-1)/tick*tick
 }
 
 // waitingToRun reports whether a pod's ADD failed and kubelet still wants
@@ -80,8 +121,8 @@ func (r *run) advance(t time.Duration) {
 			}
 			continue
 		}
-		nextTick := r.ticked + tick
-		if r.ipamd != nil && nextTick <= t && (next == nil || nextTick < next.nextRetry) {
+		nextTick := r.nextTickAt()
+		if nextTick >= 0 && nextTick <= t && (next == nil || nextTick < next.nextRetry) {
 			r.now = nextTick
 			r.tickIpamd()
 			r.watchIpamd()
@@ -99,6 +140,9 @@ func (r *run) advance(t time.Duration) {
 	if t > r.now {
 		r.now = t
 	}
+	// Every tick up to t that did not run had nothing to do; after an
+	// event at t, the next one that may have is after t.
+	r.idleThrough = max(r.idleThrough, t)
 }
 
 // tickIpamd runs ipamd's background work once, then retries the ADDs

@@ -130,7 +130,10 @@ type run struct {
 	podENI *podeni.Static // branch modes only
 	ckpt   string         // ipamd's checkpoint file
 	ticked time.Duration  // when ipamd's loops last ran
-	fp     *failpoint.Set // the run's failpoints, shared by plugin and ipamd
+	// idleThrough is the end of the last advance: the ticks up to it
+	// that did not run were idle (nextTickAt).
+	idleThrough time.Duration
+	fp          *failpoint.Set // the run's failpoints, shared by plugin and ipamd
 	// restartAt is when kubelet restarts an ipamd that crashed at a
 	// failpoint (-1: none pending), with restartMemory of its checkpoint.
 	restartAt     time.Duration
@@ -179,6 +182,10 @@ type Options struct {
 	// delete of a pod that does not run) instead of failing the run: a
 	// generated timeline cannot foresee every fault's effect.
 	Tolerant bool
+	// EveryTick runs ipamd's loops on every tick of the clock, the ones
+	// that provably do nothing included (nextTickAt): tests run both ways
+	// and compare, to show that skipping them changes nothing.
+	EveryTick bool
 	// Ipamd, when set, replaces the policy's daemon switches: mutation
 	// tests judge the plugin's teardown alone, without the reconciler
 	// cleaning up after it.

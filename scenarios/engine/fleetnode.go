@@ -68,6 +68,8 @@ type NodeConfig struct {
 	// the ADD that gave it to the DEL that ends it (kubelet's retries of a
 	// failed ADD included, which run inside Advance).
 	OnHold func(node string, pod PodInfo, held bool)
+	// EveryTick runs ipamd's loops on every tick (Options.EveryTick).
+	EveryTick bool
 }
 
 // PodInfo is a pod as the fleet sees it.
@@ -89,7 +91,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	n := cfg.Node
 	n.Start = "fresh"
 	s := &spec.Scenario{Name: cfg.Name, Modes: []string{cfg.Mode}, Node: n}
-	r, err := newRunAt(s, cfg.Mode, cfg.Policy, Options{Log: cfg.Log, Quiet: true, Tolerant: true, launch: cfg.Launch}, cfg.At)
+	r, err := newRunAt(s, cfg.Mode, cfg.Policy, Options{Log: cfg.Log, Quiet: true, Tolerant: true, EveryTick: cfg.EveryTick, launch: cfg.Launch}, cfg.At)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
@@ -181,7 +183,7 @@ func (n *Node) Advance(t time.Duration) {
 	if !n.dueKnown {
 		n.due, n.dueKnown = n.r.dueAt(), true
 	}
-	if n.due >= 0 && n.due <= t || n.due < 0 && n.r.ipamd != nil {
+	if n.due >= 0 && n.due <= t {
 		n.r.advance(t)
 		n.changed()
 		return

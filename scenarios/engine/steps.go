@@ -88,10 +88,16 @@ func (r *run) stepCheck(where string) {
 // that found nothing last time would find nothing again. An idle node's
 // loops run every 5 simulated seconds, and a fleet has thousands of them.
 func (r *run) stepCheckUnlessIdle(where string) {
-	w := &r.steps1
-	if w.clean && r.ipamd != nil && r.ipamd == w.daemon && r.kern.Generation() == w.gen &&
-		r.ipamd.Datastore().AllocationsVersion() == w.allocs {
+	if r.stepsIdle() {
 		return
 	}
 	r.stepCheck(where)
+}
+
+// stepsIdle reports whether a step check now would find what the last one
+// found, nothing (stepCheckUnlessIdle).
+func (r *run) stepsIdle() bool {
+	w := &r.steps1
+	return w.clean && r.ipamd != nil && r.ipamd == w.daemon && r.kern.Generation() == w.gen &&
+		r.ipamd.Datastore().AllocationsVersion() == w.allocs
 }

@@ -34,6 +34,9 @@ type Options struct {
 	// Break, when set, runs on the world after every event: tests break
 	// it and watch a cluster invariant fire.
 	Break func(w *World)
+	// EveryTick runs every node's ipamd loops on every tick, the idle
+	// ones included (engine.Options.EveryTick): tests compare.
+	EveryTick bool
 }
 
 // Finding is one cluster or node invariant violated.
@@ -183,7 +186,7 @@ func (w *World) launch(g *spec.NodeGroup) (*node, error) {
 		max = lim.ENIs * (lim.IPv4PerENI - 1)
 	}
 	en, err := engine.NewNode(engine.NodeConfig{Name: name, Node: g.Node, Mode: "ipv4", Policy: w.pol, Launch: w.vpc.Launch, At: w.now,
-		Log: w.opt.Log, OnHold: w.onHold})
+		Log: w.opt.Log, OnHold: w.onHold, EveryTick: w.opt.EveryTick})
 	if err != nil {
 		return nil, err
 	}
