@@ -98,9 +98,9 @@ const standInTries = 1024
 // standIns picks one address for each block outside every narrower
 // prefix, and one for each narrower prefix outside the prefixes nested in
 // it: prefixes nest or are disjoint, so these are the classes of
-// addresses the node's lookups cannot tell apart. Each is the class's highest
-// address (a network's last but one: the last is its broadcast) that no
-// rule or route names singly, the addresses pods are given last.
+// addresses the node's lookups cannot tell apart. Each is the class's
+// highest address (a network's last but one: the last is its broadcast)
+// that no rule or route names singly, the addresses pods are given last.
 func standIns(blocks, nets []netip.Prefix, hosts map[netip.Addr]bool) []netip.Addr {
 	sort.Slice(nets, func(i, j int) bool {
 		if nets[i].Bits() != nets[j].Bits() {
