@@ -120,8 +120,14 @@ func (c *Cloud) eniMetadata(e *eni, key string) ([]string, bool) {
 		return slices.Clone(e.groups), true
 	case "vpc-id":
 		return []string{c.vpc.id}, true
-	case "vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks":
-		return []string{c.vpc.cidr.String()}, true
+	case "vpc-ipv4-cidr-block":
+		return []string{c.vpc.cidrs[0].String()}, true
+	case "vpc-ipv4-cidr-blocks":
+		l := make([]string, len(c.vpc.cidrs))
+		for i, b := range c.vpc.cidrs {
+			l[i] = b.String()
+		}
+		return l, true
 	case "ipv4-prefix":
 		return prefixLines(e.prefixes)
 	case "ipv6-prefix":

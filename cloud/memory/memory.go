@@ -4,7 +4,8 @@
 // runs on it exactly as on a real node. It serves unit tests, the
 // scenario engine, and the --cloud memory mode of ipamd. New builds an
 // instance alone in its VPC; NewVPC builds a VPC many instances share
-// (VPC.Launch), for a fleet of nodes whose addresses move between them.
+// (VPC.Launch), for a fleet of nodes whose addresses move between them,
+// with secondary CIDR blocks when one /16 is too small for the fleet.
 //
 // The model keeps what decides ipamd's behaviour: instance-type limits
 // (ENIs, IPv4 addresses per ENI), subnets with EC2's address accounting,
@@ -57,7 +58,7 @@ type Options struct {
 	Bare bool
 	// SubnetBits is the prefix length of a bare instance's subnet (16 to
 	// 28; 0 means 24). A longer one makes a small subnet, for exhaustion
-	// tests. VPC.Launch refuses it: the VPC's subnet is VPCOptions'.
+	// tests. VPC.Launch refuses it: the VPC's subnets are VPCOptions'.
 	SubnetBits int
 	// Region is what IMDS reports; empty means us-west-2 (for VPC.Launch,
 	// the VPC's region; another one is refused).

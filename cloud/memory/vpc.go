@@ -11,12 +11,12 @@ import (
 	"github.com/vpccni/vpccni/cloud"
 )
 
-// vpc is the state the instances of one VPC share: its subnets and ENIs,
-// and the counters that number what they create. Each Cloud points to
-// one; New's instance is alone in a VPC of its own.
+// vpc is the state the instances of one VPC share: its CIDR blocks,
+// subnets and ENIs, and the counters that number what they create. Each
+// Cloud points to one; New's instance is alone in a VPC of its own.
 type vpc struct {
-	mu     sync.Mutex // guards everything below and every Cloud's mutable state
-	cidr   netip.Prefix
+	mu     sync.Mutex     // guards everything below and every Cloud's mutable state
+	cidrs  []netip.Prefix // the IPv4 blocks, the primary first, as IMDS lists them
 	id     string
 	region string
 	sg     string // the nodes' security group, the only one the VPC has
@@ -36,7 +36,7 @@ type vpc struct {
 
 func newVPC(cidr netip.Prefix, region, seed string) *vpc {
 	return &vpc{
-		cidr: cidr, id: "vpc-" + hexID(cidr.String()), region: region, seed: seed,
+		cidrs: []netip.Prefix{cidr}, id: "vpc-" + hexID(cidr.String()), region: region, seed: seed,
 		sg:      "sg-" + hexID("node security group"),
 		subnets: map[string]*subnet{}, enis: map[string]*eni{}, available: map[string]*eni{},
 		attachments: map[string]*eni{}, instances: map[string]*Cloud{},
@@ -52,8 +52,22 @@ func (v *vpc) newInstance(typ string, lim cloud.Limits, opt Options, number int,
 	}
 }
 
+// addSubnet adds a subnet. Its IPv6 /64 is newSubnet's unless another
+// subnet has that one (subnets in two blocks, 10.0.0.0/16 and
+// 10.1.0.0/16, derive the same): then the next free /64, so no two
+// subnets delegate the same /80 and Holder finds one holder.
 func (v *vpc) addSubnet(cidr netip.Prefix) *subnet {
 	s := newSubnet(cidr)
+	taken := map[netip.Prefix]bool{}
+	for _, o := range v.subnets {
+		taken[o.ipv6] = true
+	}
+	for taken[s.ipv6] {
+		b := s.ipv6.Addr().As16()
+		i := (int(b[6])<<8 | int(b[7])) + 1
+		b[6], b[7] = byte(i>>8), byte(i)
+		s.ipv6 = netip.PrefixFrom(netip.AddrFrom16(b), 64)
+	}
 	v.subnets[s.id] = s
 	return s
 }
@@ -113,35 +127,65 @@ func sortedByID(enis map[string]*eni) []*eni {
 	return out
 }
 
-// VPC is a VPC many instances share, for a fleet of nodes: one subnet
-// they all launch into and take addresses from (lowest free first, so an
-// address one node gives back is the next another gets), ENIs that
-// outlive their instance unless DeleteOnTermination is set. It is safe
-// for concurrent use.
+// VPC is a VPC many instances share, for a fleet of nodes: one or more
+// IPv4 CIDR blocks (the primary and up to four secondary ones, EC2's
+// default quota), one subnet in each that instances launch into, ENIs
+// that outlive their instance unless DeleteOnTermination is set. An
+// instance launches into the subnet with the most free addresses and
+// takes all its addresses from it, lowest free first, so an address one
+// node gives back is the next another node of that subnet gets. It is
+// safe for concurrent use.
 type VPC struct {
-	v      *vpc
-	subnet *subnet
+	v       *vpc
+	subnets []*subnet // one per block, in the blocks' order
 }
 
 // VPCOptions shape NewVPC's VPC.
 type VPCOptions struct {
-	// CIDR is the VPC's IPv4 block (a /16 to /28); zero means VPCCIDR.
+	// CIDR is the VPC's primary IPv4 block (a /16 to /28); zero means
+	// VPCCIDR.
 	CIDR netip.Prefix
-	// SubnetBits is the prefix length of the one subnet instances launch
-	// into, the VPC's first block of that size; 0 means the VPC's own
-	// length (one subnet covering the VPC). At most 28.
+	// Secondary are the IPv4 blocks associated with the VPC besides the
+	// primary (each a /16 to /28, overlapping no other), at most
+	// MaxSecondaryCIDRs. Each holds one subnet covering the whole block:
+	// a VPC outgrows one /16 (a 1,000-node fleet needs ~150k addresses)
+	// by adding blocks, as on EC2.
+	Secondary []netip.Prefix
+	// SubnetBits is the prefix length of the primary block's subnet, its
+	// first block of that size; 0 means the block's own length (one
+	// subnet covering it). At most 28.
 	SubnetBits int
 	// Region is where the VPC lies; empty means us-west-2.
 	Region string
 }
 
-// NewVPC builds an empty VPC with its shared subnet.
+// MaxSecondaryCIDRs is how many secondary IPv4 blocks a VPC may have:
+// EC2's default quota is five IPv4 blocks per VPC, the primary included.
+const MaxSecondaryCIDRs = 4
+
+// NewVPC builds an empty VPC with a subnet in each of its blocks.
 func NewVPC(opt VPCOptions) (*VPC, error) {
 	if !opt.CIDR.IsValid() {
 		opt.CIDR = VPCCIDR
 	}
-	if !opt.CIDR.Addr().Is4() || opt.CIDR != opt.CIDR.Masked() || opt.CIDR.Bits() < 16 || opt.CIDR.Bits() > 28 {
-		return nil, fmt.Errorf("memory cloud: VPC CIDR %s: EC2 VPCs are masked IPv4 /16 to /28 blocks", opt.CIDR)
+	if err := checkBlock(opt.CIDR); err != nil {
+		return nil, fmt.Errorf("memory cloud: VPC CIDR %s: %w", opt.CIDR, err)
+	}
+	if len(opt.Secondary) > MaxSecondaryCIDRs {
+		return nil, fmt.Errorf("memory cloud: %d secondary CIDR blocks: EC2's default quota is %d IPv4 blocks per VPC, the primary and %d secondary",
+			len(opt.Secondary), MaxSecondaryCIDRs+1, MaxSecondaryCIDRs)
+	}
+	blocks := []netip.Prefix{opt.CIDR}
+	for i, b := range opt.Secondary {
+		if err := checkBlock(b); err != nil {
+			return nil, fmt.Errorf("memory cloud: secondary CIDR block %d (%s): %w", i, b, err)
+		}
+		for _, o := range blocks {
+			if o.Overlaps(b) {
+				return nil, fmt.Errorf("memory cloud: secondary CIDR block %d (%s) overlaps %s: a VPC's blocks are disjoint", i, b, o)
+			}
+		}
+		blocks = append(blocks, b)
 	}
 	if opt.SubnetBits == 0 {
 		opt.SubnetBits = opt.CIDR.Bits()
@@ -153,20 +197,38 @@ func NewVPC(opt VPCOptions) (*VPC, error) {
 		opt.Region = defaultRegion
 	}
 	v := newVPC(opt.CIDR, opt.Region, "vpc "+opt.CIDR.String())
-	s := v.addSubnet(netip.PrefixFrom(opt.CIDR.Addr(), opt.SubnetBits))
-	return &VPC{v: v, subnet: s}, nil
+	v.cidrs = blocks
+	p := &VPC{v: v, subnets: []*subnet{v.addSubnet(netip.PrefixFrom(opt.CIDR.Addr(), opt.SubnetBits))}}
+	for _, b := range opt.Secondary {
+		p.subnets = append(p.subnets, v.addSubnet(b))
+	}
+	return p, nil
 }
 
-// CIDR is the VPC's IPv4 block.
-func (p *VPC) CIDR() netip.Prefix { return p.v.cidr }
+// checkBlock says why a prefix cannot be a VPC's IPv4 block, if it cannot.
+func checkBlock(b netip.Prefix) error {
+	if !b.IsValid() || !b.Addr().Is4() || b != b.Masked() || b.Bits() < 16 || b.Bits() > 28 {
+		return fmt.Errorf("EC2 VPC blocks are masked IPv4 /16 to /28 blocks")
+	}
+	return nil
+}
+
+// CIDR is the VPC's primary IPv4 block.
+func (p *VPC) CIDR() netip.Prefix { return p.v.cidrs[0] }
+
+// CIDRs are the VPC's IPv4 blocks, the primary first.
+func (p *VPC) CIDRs() []netip.Prefix { return slices.Clone(p.v.cidrs) }
 
 // maxLaunches bounds the launch number, which fills two bytes of the MAC.
 const maxLaunches = 1<<16 - 1
 
-// Launch starts a bare instance of the type in the shared subnet (as
-// Options.Bare: the primary ENI with the subnet's lowest free address,
-// and the trunk ENI in device 1 if opt.Trunk) and returns its EC2 and
-// IMDS. Launch number n (from 1) gives instance ID i-<hexID("instance/n")>,
+// Launch starts a bare instance of the type in the VPC's subnet with the
+// most free addresses, the earlier block's on a tie (as Options.Bare:
+// the primary ENI with the subnet's lowest free address, and the trunk
+// ENI in device 1 if opt.Trunk) and returns its EC2 and IMDS. The
+// instance's later ENIs are created in its primary ENI's subnet, as
+// ipamd asks (cloud.Instance.SubnetID), so all its addresses come from
+// there. Launch number n (from 1) gives instance ID i-<hexID("instance/n")>,
 // launch ENIs eni-<hexID("instance/n/<device>")> with MAC
 // 02:<n hi>:<n lo>:00:<device>:01. opt.Bare is implied; opt.SubnetBits is
 // refused, and so is an opt.Region other than the VPC's.
@@ -177,7 +239,7 @@ func (p *VPC) Launch(instanceType string, opt Options) (*Cloud, error) {
 		return nil, err
 	}
 	if opt.SubnetBits != 0 {
-		return nil, fmt.Errorf("memory cloud: Launch with SubnetBits %d: a VPC's instances share its subnet (VPCOptions.SubnetBits)", opt.SubnetBits)
+		return nil, fmt.Errorf("memory cloud: Launch with SubnetBits %d: a VPC's instances share its subnets (VPCOptions.SubnetBits)", opt.SubnetBits)
 	}
 	if opt.Region != "" && opt.Region != v.region {
 		return nil, fmt.Errorf("memory cloud: Launch in region %s: the VPC is in %s", opt.Region, v.region)
@@ -190,22 +252,36 @@ func (p *VPC) Launch(instanceType string, opt Options) (*Cloud, error) {
 	}
 	number := v.launched + 1
 	c := v.newInstance(instanceType, lim, opt, number, fmt.Sprintf("instance/%d", number))
-	if need := c.launchENIs(); p.subnet.available() < need {
+	s := p.roomiest()
+	if need := c.launchENIs(); s.available() < need {
 		v.mu.Unlock()
 		// As RunInstances fails, and without using up a launch number.
-		return nil, apiError("RunInstances", cloud.CodeInsufficientFreeAddresses, "Insufficient free IP addresses in subnet %s for %d ENI(s)", p.subnet.id, need)
+		return nil, apiError("RunInstances", cloud.CodeInsufficientFreeAddresses, "Insufficient free IP addresses in subnet %s for %d ENI(s)", s.id, need)
 	}
 	v.launched = number
-	c.launchBare(p.subnet)
+	c.launchBare(s)
 	v.instances[c.instanceID] = c
 	v.mu.Unlock()
 	c.provider = cloud.NewProvider(c, c, opt.Provider)
 	return c, nil
 }
 
+// roomiest is the subnet with the most free addresses, the first on a
+// tie, so launches spread over the blocks in an order a replay repeats.
+// The caller holds p.v.mu.
+func (p *VPC) roomiest() *subnet {
+	best := p.subnets[0]
+	for _, s := range p.subnets[1:] {
+		if s.available() > best.available() {
+			best = s
+		}
+	}
+	return best
+}
+
 // Terminate ends a running instance as EC2 does: its attached ENIs with
 // DeleteOnTermination are deleted (their addresses and prefixes go back
-// to the subnet), the others are detached and become available, keeping
+// to their subnet), the others are detached and become available, keeping
 // their addresses. OnDetach is not called: the node is gone. From then
 // on the instance's Cloud fails every EC2 call with
 // InvalidInstanceID.NotFound and every IMDS read as unreachable.

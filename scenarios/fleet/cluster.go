@@ -92,7 +92,7 @@ func (w *World) findAll(node string, vs []invariant.Violation) {
 // refreshView reads a node's kernel again and keeps the index of which
 // nodes name which single address.
 func (w *World) refreshView(n *node) error {
-	v, err := readView(n.Kernel(), w.vpc.CIDR(), n.Generation())
+	v, err := readView(n.Kernel(), w.vpc.CIDRs(), n.Generation())
 	if err != nil {
 		return fmt.Errorf("node %s: reading its rules and routes: %w", n.Name(), err)
 	}

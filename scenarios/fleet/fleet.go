@@ -123,7 +123,8 @@ func Run(f *spec.Fleet, pol policy.Policy, opt Options) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: no expectation for policy %s", f.Name, pol.Name())
 	}
-	vpc, err := memory.NewVPC(memory.VPCOptions{})
+	blocks := f.VPCBlocks()
+	vpc, err := memory.NewVPC(memory.VPCOptions{CIDR: blocks[0], Secondary: blocks[1:]})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -12,12 +13,14 @@ import (
 // A node's route lookup for a destination in the VPC depends on the
 // destination only through the prefixes its rules (to) and routes (dst)
 // name: two addresses that lie in exactly the same of those prefixes take
-// the same path. Most prefixes hold the whole VPC (its block, a default
-// route) or none of it; only the narrower ones inside it tell addresses
-// apart, and on a node those are almost all single addresses (a pod's
-// route, a leaked rule 512). So checking where a node sends traffic for
-// every address of a 1,000-node cluster is checking it for the single
-// addresses it names and for one stand-in per class of the rest.
+// the same path. Most prefixes hold a whole block of the VPC (the block,
+// a default route) or none of it; only the narrower ones inside a block
+// tell its addresses apart, and on a node those are almost all single
+// addresses (a pod's route, a leaked rule 512). So checking where a node
+// sends traffic for every address of a 1,000-node cluster is checking it
+// for the single addresses it names and for one stand-in per class of
+// the rest. A VPC of several blocks has a class (at least) per block: a
+// route may cover one block and not another.
 
 // view is what the fleet read of one node's kernel at a generation.
 type view struct {
@@ -25,12 +28,13 @@ type view struct {
 	// hosts are the single addresses a rule or route of the node names.
 	hosts map[netip.Addr]bool
 	// standIns are one address per class of the VPC's other addresses
-	// (those no prefix narrower than the VPC tells apart), in order.
+	// (those no prefix narrower than their block tells apart), in order.
 	standIns []netip.Addr
 }
 
-// readView reads the prefixes of a node's rules and routes inside the VPC.
-func readView(k kernel.API, vpc netip.Prefix, gen uint64) (*view, error) {
+// readView reads the prefixes of a node's rules and routes inside the
+// VPC's blocks.
+func readView(k kernel.API, blocks []netip.Prefix, gen uint64) (*view, error) {
 	rules, err := k.RuleList(kernel.FamilyV4)
 	if err != nil {
 		return nil, err
@@ -43,8 +47,8 @@ func readView(k kernel.API, vpc netip.Prefix, gen uint64) (*view, error) {
 	var nets []netip.Prefix
 	add := func(n *net.IPNet) {
 		p, ok := prefixOf(n)
-		if !ok || !vpc.Overlaps(p) || p.Bits() <= vpc.Bits() {
-			return // the whole VPC or none of it: every address alike
+		if !ok || !insideBlock(p, blocks) {
+			return // whole blocks or none of them: each block's addresses alike
 		}
 		if p.IsSingleIP() {
 			v.hosts[p.Addr()] = true
@@ -58,8 +62,20 @@ func readView(k kernel.API, vpc netip.Prefix, gen uint64) (*view, error) {
 	for _, r := range routes {
 		add(r.Dst)
 	}
-	v.standIns = standIns(vpc, nets, v.hosts)
+	v.standIns = standIns(blocks, nets, v.hosts)
 	return v, nil
+}
+
+// insideBlock reports whether p lies strictly inside one of the blocks:
+// prefixes nest or are disjoint, so one that overlaps a block and is no
+// narrower holds all of it.
+func insideBlock(p netip.Prefix, blocks []netip.Prefix) bool {
+	for _, b := range blocks {
+		if b.Overlaps(p) && p.Bits() > b.Bits() {
+			return true
+		}
+	}
+	return false
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
@@ -79,13 +95,13 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 // named addresses are checked one by one anyway).
 const standInTries = 1024
 
-// standIns picks one address for the VPC outside every narrower prefix,
-// and one for each narrower prefix outside the prefixes nested in it:
-// prefixes nest or are disjoint, so these are the classes of addresses
-// the node's lookups cannot tell apart. Each is the class's highest
-// address (a network's last but one: the last is its broadcast) that no
-// rule or route names singly, the addresses pods are given last.
-func standIns(vpc netip.Prefix, nets []netip.Prefix, hosts map[netip.Addr]bool) []netip.Addr {
+// standIns picks one address for each block outside every narrower
+// prefix, and one for each narrower prefix outside the prefixes nested in
+// it: prefixes nest or are disjoint, so these are the classes of
+// addresses the node's lookups cannot tell apart. Each is the class's
+// highest address (a network's last but one: the last is its broadcast)
+// that no rule or route names singly, the addresses pods are given last.
+func standIns(blocks, nets []netip.Prefix, hosts map[netip.Addr]bool) []netip.Addr {
 	sort.Slice(nets, func(i, j int) bool {
 		if nets[i].Bits() != nets[j].Bits() {
 			return nets[i].Bits() < nets[j].Bits()
@@ -94,7 +110,7 @@ func standIns(vpc netip.Prefix, nets []netip.Prefix, hosts map[netip.Addr]bool) 
 	})
 	var out []netip.Addr
 	seen := map[netip.Prefix]bool{}
-	for _, p := range append([]netip.Prefix{vpc}, nets...) {
+	for _, p := range append(slices.Clone(blocks), nets...) {
 		if seen[p] {
 			continue
 		}

@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/cloud/memory"
 )
 
 // Fleet is a fleet scenario: node groups launched into one VPC, pods
@@ -25,7 +29,10 @@ type Fleet struct {
 	// goes); the same seed gives the same run.
 	Seed int64 `json:"seed"`
 	// Duration is the simulated time the fleet runs (up to 24h).
-	Duration   Duration    `json:"duration"`
+	Duration Duration `json:"duration"`
+	// VPC is the VPC the nodes launch into; absent means one block,
+	// 10.0.0.0/16 (validate fills it in).
+	VPC        *FleetVPC   `json:"vpc,omitempty"`
 	NodeGroups []NodeGroup `json:"nodeGroups"`
 	Pods       PodChurn    `json:"pods"`
 	Drains     Drains      `json:"drains,omitempty"`
@@ -41,6 +48,28 @@ type Fleet struct {
 	// same file, wherever it lay on each machine.
 	SHA256 string `json:"-"`
 }
+
+// FleetVPC is the fleet's VPC: its IPv4 CIDR blocks, the primary first.
+// One /16 holds 65,531 addresses; a fleet needing more lists secondary
+// blocks, as a VPC on EC2 associates them (up to 5 blocks in all).
+type FleetVPC struct {
+	CIDRs []string `json:"cidrs"`
+	// Blocks are CIDRs parsed, in order (validate fills them in).
+	Blocks []netip.Prefix `json:"-"`
+}
+
+// VPCBlocks are the fleet's VPC blocks, the primary first: 10.0.0.0/16
+// alone for a fleet that was not validated or names none.
+func (f *Fleet) VPCBlocks() []netip.Prefix {
+	if f.VPC == nil || len(f.VPC.Blocks) == 0 {
+		return []netip.Prefix{memory.VPCCIDR}
+	}
+	return f.VPC.Blocks
+}
+
+// maxVPCBlocks is EC2's default quota of IPv4 blocks per VPC, the
+// primary included.
+const maxVPCBlocks = memory.MaxSecondaryCIDRs + 1
 
 // NodeGroup is a set of like nodes (an auto scaling group).
 type NodeGroup struct {
@@ -153,6 +182,9 @@ func (f *Fleet) validate() error {
 	if err := f.validateDrains(total); err != nil {
 		return err
 	}
+	if err := f.validateVPC(); err != nil {
+		return err
+	}
 	if f.Faults.IpamdRestartsPerHour < 0 {
 		return fmt.Errorf("faults.ipamdRestartsPerHour cannot be negative")
 	}
@@ -200,6 +232,67 @@ func (g *NodeGroup) validateNode() error {
 		return fmt.Errorf("node.foreignRules: not supported in a fleet")
 	}
 	return n.validateAdversary()
+}
+
+// PodCap is how many pods the scheduler places on one of the group's
+// nodes: MaxPods, or as many as the instance type has secondary
+// addresses (0 for a type the model does not know: its launch fails).
+func (g *NodeGroup) PodCap() int {
+	if g.MaxPods > 0 {
+		return g.MaxPods
+	}
+	lim, _ := cloud.LimitsOf(g.Node.InstanceType)
+	return lim.ENIs * (lim.IPv4PerENI - 1)
+}
+
+// validateVPC parses vpc.cidrs as EC2 would accept them, and refuses a
+// fleet whose pods alone cannot fit in the blocks: a clear message now
+// rather than a full subnet hours into the run.
+func (f *Fleet) validateVPC() error {
+	if f.VPC == nil {
+		f.VPC = &FleetVPC{CIDRs: []string{memory.VPCCIDR.String()}}
+	}
+	v := f.VPC
+	if len(v.CIDRs) == 0 {
+		return fmt.Errorf("vpc.cidrs is empty: list the VPC's blocks, the primary first (or leave vpc out for %s)", memory.VPCCIDR)
+	}
+	if len(v.CIDRs) > maxVPCBlocks {
+		return fmt.Errorf("vpc.cidrs has %d blocks: EC2's default quota is %d IPv4 blocks per VPC (the primary and %d secondary)", len(v.CIDRs), maxVPCBlocks, maxVPCBlocks-1)
+	}
+	v.Blocks = nil
+	hold := 0
+	for i, s := range v.CIDRs {
+		b, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil:
+			return fmt.Errorf("vpc.cidrs[%d]: %q is not a CIDR block (e.g. 10.1.0.0/16)", i, s)
+		case !b.Addr().Is4():
+			return fmt.Errorf("vpc.cidrs[%d]: %s is not IPv4: a VPC's blocks are IPv4", i, s)
+		case b != b.Masked():
+			return fmt.Errorf("vpc.cidrs[%d]: %s is not masked (its block is %s)", i, s, b.Masked())
+		case b.Bits() < 16 || b.Bits() > 28:
+			return fmt.Errorf("vpc.cidrs[%d]: %s is a /%d: EC2 VPC blocks are /16 to /28", i, s, b.Bits())
+		}
+		for j, o := range v.Blocks {
+			if o.Overlaps(b) {
+				return fmt.Errorf("vpc.cidrs[%d] (%s) overlaps vpc.cidrs[%d] (%s): a VPC's blocks are disjoint", i, s, j, o)
+			}
+		}
+		v.Blocks = append(v.Blocks, b)
+		hold += 1<<(32-b.Bits()) - 5 // EC2 keeps five addresses of each subnet
+	}
+	need := 0
+	var terms []string
+	for i := range f.NodeGroups {
+		g := &f.NodeGroups[i]
+		need += g.Nodes * g.PodCap()
+		terms = append(terms, fmt.Sprintf("%d nodes × %d pods", g.Nodes, g.PodCap()))
+	}
+	if need > hold {
+		return fmt.Errorf("%s need at least %d addresses; the VPC's blocks hold %d (%s); add blocks under vpc.cidrs",
+			strings.Join(terms, " + "), need, hold, strings.Join(v.CIDRs, ", "))
+	}
+	return nil
 }
 
 func (f *Fleet) validateDrains(nodes int) error {

@@ -34,6 +34,57 @@ func TestParseFleet(t *testing.T) {
 	if p := f.Policies(); p[0] != "default" || len(p) != 2 {
 		t.Fatalf("policies %v: want default first", p)
 	}
+	if f.VPC == nil || len(f.VPC.Blocks) != 1 || f.VPC.Blocks[0].String() != "10.0.0.0/16" {
+		t.Fatalf("vpc %+v: want 10.0.0.0/16 alone by default", f.VPC)
+	}
+}
+
+// vpc.cidrs are parsed in order, the primary first.
+func TestParseFleetVPC(t *testing.T) {
+	in := strings.Replace(goodFleet, "seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.0/16, 192.168.0.0/24]}", 1)
+	f, err := ParseFleet([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range f.VPC.Blocks {
+		got = append(got, b.String())
+	}
+	if strings.Join(got, " ") != "10.0.0.0/16 10.1.0.0/16 192.168.0.0/24" {
+		t.Errorf("blocks %v", got)
+	}
+}
+
+// A VPC whose blocks cannot hold the fleet's pods is refused at once,
+// with the arithmetic; another block makes room.
+func TestParseFleetVPCTooSmall(t *testing.T) {
+	const big = `
+name: big
+seed: 1
+duration: 1h
+VPC
+nodeGroups:
+  - name: ng
+    nodes: 1000
+    maxPods: 110
+    node: {instanceType: m5.4xlarge, warmPool: {warmENITarget: 1}}
+  - name: small
+    nodes: 100
+    node: {warmPool: {warmIPTarget: 2}}
+pods: {perNode: 100}
+expect: {default: [clean]}
+`
+	for _, tc := range []struct{ vpc, want string }{
+		{"", "1000 nodes × 110 pods + 100 nodes × 27 pods need at least 112700 addresses; the VPC's blocks hold 65531 (10.0.0.0/16); add blocks under vpc.cidrs"},
+		{"vpc: {cidrs: [10.0.0.0/16]}", "need at least 112700 addresses; the VPC's blocks hold 65531"},
+		{"vpc: {cidrs: [10.0.0.0/16, 10.1.0.0/17]}", "the VPC's blocks hold 98294 (10.0.0.0/16, 10.1.0.0/17)"},
+		{"vpc: {cidrs: [10.0.0.0/16, 10.1.0.0/16]}", ""},
+	} {
+		_, err := ParseFleet([]byte(strings.Replace(big, "VPC", tc.vpc, 1)))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: got %v, want %q", tc.vpc, err, tc.want)
+		}
+	}
 }
 
 // Every malformed fleet is refused with a message naming what is wrong.
@@ -57,6 +108,17 @@ func TestParseFleetRefuses(t *testing.T) {
 		{"pods: {perNode: 3}", "pods: {perNode: 3, rampUp: -1m}", `duration "-1m" is not between`},
 		{"expect: {default: [clean], ref-v1.11: [misroute, leak]}", "expect: {}", "expect is empty"},
 		{"seed: 1", "seed: 1\ntimeline: [{settle: {}}]", "single-node scenario"},
+		{"seed: 1", "seed: 1\nvpc: {}", "vpc.cidrs is empty"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.0]}", `vpc.cidrs[1]: "10.1.0.0" is not a CIDR block`},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [ten]}", `vpc.cidrs[0]: "ten" is not a CIDR block`},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.1/16]}", "vpc.cidrs[1]: 10.1.0.1/16 is not masked (its block is 10.1.0.0/16)"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: ['2600::/56']}", "vpc.cidrs[0]: 2600::/56 is not IPv4"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/8]}", "vpc.cidrs[0]: 10.0.0.0/8 is a /8: EC2 VPC blocks are /16 to /28"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.0/29]}", "vpc.cidrs[1]: 10.1.0.0/29 is a /29"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.0/16, 10.0.4.0/24]}", "vpc.cidrs[2] (10.0.4.0/24) overlaps vpc.cidrs[0] (10.0.0.0/16)"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/16, 10.1.0.0/16, 10.2.0.0/16, 10.3.0.0/16, 10.4.0.0/16, 10.5.0.0/16]}", "vpc.cidrs has 6 blocks: EC2's default quota is 5 IPv4 blocks per VPC"},
+		{"seed: 1", "seed: 1\nvpc: {cidrs: [10.0.0.0/28]}", "2 nodes × 27 pods need at least 54 addresses; the VPC's blocks hold 11 (10.0.0.0/28)"},
+		{"seed: 1", "seed: 1\nvpc: {cidr: 10.0.0.0/16}", "unknown field"},
 	} {
 		in := strings.Replace(goodFleet, c.from, c.to, 1)
 		if in == goodFleet {
