@@ -226,11 +226,9 @@ func TestVPCBadSecondary(t *testing.T) {
 // A thousand m5.4xlarge nodes of ~150 addresses each (their 110 pods and
 // a warm ENI) need ~150k addresses: more than one /16 holds, within three.
 // Allocated through the Provider, as ipamd does; the subnets' search
-// hints keep it linear, so it takes a fraction of a second.
+// hints keep it linear (the time is logged, not judged: a quadratic
+// search through a /16 would show as minutes).
 func TestVPCThousandNodesInThreeBlocks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a thousand instances")
-	}
 	v := mustVPC(t, VPCOptions{Secondary: pfx("10.1.0.0/16", "10.2.0.0/16")})
 	start := time.Now()
 	perBlock := make([]int, 3)
@@ -253,10 +251,5 @@ func TestVPCThousandNodesInThreeBlocks(t *testing.T) {
 		if n < 300 {
 			t.Errorf("block %d has %d nodes: launches did not spread", b, n)
 		}
-	}
-	// Generous for a shared machine: the linear model takes well under
-	// one; a quadratic search through a /16 takes minutes.
-	if took > 20*time.Second {
-		t.Errorf("took %s", took)
 	}
 }
