@@ -13,7 +13,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /integration -e /scenarios/sui
 
 .PHONY: all build test unit scenarios explore integration e2e kernel-real replay fuzz vet fmt mocks proto \
         verify-generated tools deps clean image kind-up kind-load kind-down bench \
-        mutants mutants-hand explore-random soak html
+        mutants mutants-hand explore-random soak html fleet
 
 all: build
 
@@ -191,6 +191,19 @@ SOAK_FOR ?= 30m
 SOAK_OUT ?= $(BIN)/soak
 soak:
 	$(GO) run ./scenarios/cmd/replay explore --random --for $(SOAK_FOR) --out $(SOAK_OUT)
+
+## fleet: the day-long fleet, scenarios/fleets/autoscaler-1000-nodes-day.yaml
+## (1,000 nodes of 110 pods, 24 simulated hours, the autoscaler draining
+## with aws-node evicted first), under vpccni's flow and ref-v1.11's: each
+## run's time, CNI calls per second and memory, its findings, and the JSON
+## report in $(BIN)/fleet/day.json, with a CPU profile beside it. Not part
+## of make test (docs/fleet.md, "Cost"). FLEET_FILE and FLEET_FLAGS
+## (e.g. --policy default) change what runs.
+FLEET_FILE ?= scenarios/fleets/autoscaler-1000-nodes-day.yaml
+FLEET_FLAGS ?=
+fleet:
+	mkdir -p $(BIN)/fleet
+	$(GO) run ./scenarios/cmd/replay fleet $(FLEET_FLAGS) --json $(BIN)/fleet/day.json --cpuprofile $(BIN)/fleet/cpu.prof $(FLEET_FILE)
 
 ## replay: the main job — replay the whole scenario library on the model
 ## (the headline incident first), then the recorded journals (a real-kernel

@@ -33,7 +33,8 @@ type Node struct {
 	// pod (step, an Advance that runs something, Finish): a fleet asks
 	// every node on every pod it places, and a node's pods include its
 	// whole history.
-	pods podsView
+	pods     podsView
+	onChange func()
 }
 
 // podsView is what Running and Pods answer, read once per change.
@@ -47,6 +48,9 @@ type podsView struct {
 func (n *Node) changed() {
 	n.dueKnown = false
 	n.pods.known = false
+	if n.onChange != nil {
+		n.onChange()
+	}
 }
 
 // NodeConfig describes one node of a fleet.
@@ -70,6 +74,9 @@ type NodeConfig struct {
 	OnHold func(node string, pod PodInfo, held bool)
 	// EveryTick runs ipamd's loops on every tick (Options.EveryTick).
 	EveryTick bool
+	// OnChange hears that the node may have changed (an event on it, or
+	// an Advance that ran something): a fleet re-checks only such nodes.
+	OnChange func()
 }
 
 // PodInfo is a pod as the fleet sees it.
@@ -95,7 +102,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
-	node := &Node{r: r, name: cfg.Name}
+	node := &Node{r: r, name: cfg.Name, onChange: cfg.OnChange}
 	if cfg.OnHold != nil {
 		r.onHold = func(name string, p *pod, held bool) { cfg.OnHold(cfg.Name, node.info(name, p), held) }
 	}

@@ -36,21 +36,23 @@ const strandWindow = 10 * time.Minute
 //
 // Step invariants' findings of every node are collected too.
 func (w *World) checkTouched() error {
-	for _, n := range w.nodes {
-		for _, v := range n.StepFindings() {
-			w.find(n.Name(), v.Kind, v.What)
-		}
-	}
 	touched := w.touched
 	w.touched = nil
 	onNode := map[string][]string{}
 	for _, h := range touched {
 		if cur, ok := w.index[h.pod.IP]; ok && cur == h {
 			onNode[h.node] = append(onNode[h.node], h.pod.Name)
+			w.markDirty(w.byName[h.node])
+		}
+	}
+	dirty := w.takeDirty()
+	for _, n := range dirty {
+		for _, v := range n.StepFindings() {
+			w.find(n.Name(), v.Kind, v.What)
 		}
 	}
 	changed := map[string]bool{}
-	for _, n := range w.nodes {
+	for _, n := range dirty {
 		v := w.views[n.Name()]
 		if v != nil && v.gen == n.Generation() && len(onNode[n.Name()]) == 0 {
 			continue
@@ -79,6 +81,32 @@ func (w *World) checkTouched() error {
 		}
 	}
 	return nil
+}
+
+// markDirty notes that a node may have changed since the last check
+// (engine.NodeConfig.OnChange): only such nodes can have new step
+// findings or a kernel of another generation, so the check after an
+// event looks at them alone, not at a thousand idle nodes.
+func (w *World) markDirty(n *node) {
+	if n != nil && !n.dirty {
+		n.dirty = true
+		w.dirty = append(w.dirty, n)
+	}
+}
+
+// takeDirty returns the running nodes marked dirty, in the order they
+// joined (the order of w.nodes), and clears the marks.
+func (w *World) takeDirty() []*node {
+	out := w.dirty[:0:0]
+	for _, n := range w.dirty {
+		n.dirty = false
+		if w.byName[n.Name()] == n {
+			out = append(out, n)
+		}
+	}
+	w.dirty = w.dirty[:0]
+	sort.Slice(out, func(i, j int) bool { return out[i].joined < out[j].joined })
+	return out
 }
 
 func heldBy(h holder) string { return h.pod.Name + " on node " + h.node }

@@ -80,6 +80,8 @@ type node struct {
 	maxPods  int
 	draining bool
 	recent   []string
+	joined   int  // launch number: the order nodes are checked in
+	dirty    bool // changed since the last check (World.dirty)
 }
 
 // World is the fleet as it runs.
@@ -99,8 +101,9 @@ type World struct {
 	// index holds every address a running pod holds, cluster-wide.
 	index map[netip.Addr]holder
 	// touched are the pods that started holding an address since the
-	// last cluster check.
+	// last cluster check, and dirty the nodes that may have changed.
 	touched []holder
+	dirty   []*node
 	// terminated are the instances terminated, with when.
 	terminated map[string]time.Duration
 	seq        int // pods created, naming them
@@ -186,12 +189,14 @@ func (w *World) launch(g *spec.NodeGroup) (*node, error) {
 	if max == 0 {
 		max = lim.ENIs * (lim.IPv4PerENI - 1)
 	}
+	n := &node{group: g, maxPods: max, joined: w.launched}
 	en, err := engine.NewNode(engine.NodeConfig{Name: name, Node: g.Node, Mode: "ipv4", Policy: w.pol, Launch: w.vpc.Launch, At: w.now,
-		Log: w.opt.Log, OnHold: w.onHold, EveryTick: w.opt.EveryTick})
+		Log: w.opt.Log, OnHold: w.onHold, EveryTick: w.opt.EveryTick, OnChange: func() { w.markDirty(n) }})
 	if err != nil {
 		return nil, err
 	}
-	n := &node{Node: en, group: g, maxPods: max}
+	n.Node = en
+	w.markDirty(n)
 	w.nodes = append(w.nodes, n)
 	w.byName[name] = n
 	w.res.Nodes++

@@ -141,6 +141,9 @@ func (w *World) advance(t time.Duration) error {
 func (w *World) afterEvent() error {
 	if w.opt.Break != nil {
 		w.opt.Break(w)
+		for _, n := range w.nodes { // (it changes kernels behind the nodes' backs)
+			w.markDirty(n)
+		}
 	}
 	return w.checkTouched()
 }
