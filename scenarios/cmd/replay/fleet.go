@@ -183,9 +183,16 @@ func runOne(out, stderr io.Writer, f *spec.Fleet, p policy.Policy, nFind int) (*
 	fmt.Fprintf(out, "== %s under %s (seed %d, %s)\n", f.Name, p.Name(), f.Seed, f.Duration)
 	bar := progressBar(stderr)
 	start := time.Now()
+	logged := time.Duration(0)
 	res, err := fleet.Run(f, p, fleet.Options{Progress: func(done, total time.Duration) {
 		if bar != nil {
 			bar(int(done/time.Second), int(total/time.Second))
+			return
+		}
+		// Not a terminal (make fleet's log): a line per simulated hour.
+		if h := done.Truncate(time.Hour); h > logged && done < total {
+			logged = h
+			fmt.Fprintf(stderr, "replay fleet: %s under %s: %s of %s simulated after %s\n", f.Name, p.Name(), h, total, time.Since(start).Round(time.Second))
 		}
 	}})
 	if err != nil {
