@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -62,9 +61,10 @@ Flags:
 
 Each run's line says how long it took, its CNI calls per second of that
 time, the heap then, and the process's peak resident memory so far.
-A fleet allocates fast and keeps little: unless GOGC is set, replay fleet
-runs the garbage collector at GOGC=400 (the heap may grow to five times
-what is live before a collection), which the run's line states.
+A fleet allocates fast and keeps little: unless GOGC or GOMEMLIMIT is
+set, replay fleet lets the heap grow to 17 times what is live before a
+collection (GOGC=1600), within a soft memory limit of half the memory the
+machine has available (at most 16 GiB), which the run's line states.
 `
 
 func runFleet(args []string, stdout, stderr io.Writer) int {
@@ -132,9 +132,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	if shard.N > 0 {
 		rep.Shard = &shard
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(fleetGOGC)
-	}
+	setFleetGC()
 	stopProfiles, err := startProfiles(*cpuProfile, *memProfile)
 	if err != nil {
 		fmt.Fprintf(stderr, "replay fleet: %v\n", err)
@@ -205,22 +203,10 @@ func runOne(out, stderr io.Writer, f *spec.Fleet, p policy.Policy, nFind int) (*
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(out, "   took %s, %d CNI calls (%.0f/s), heap %d MiB, peak RSS %d MiB (GOGC %d); checkpoints on %s\n",
-		took.Round(time.Millisecond), calls, float64(calls)/took.Seconds(), ms.HeapAlloc>>20, peakRSS()>>20, gcPercent(), scratch())
+	fmt.Fprintf(out, "   took %s, %d CNI calls (%.0f/s), heap %d MiB, peak RSS %d MiB (%s); checkpoints on %s\n",
+		took.Round(time.Millisecond), calls, float64(calls)/took.Seconds(), ms.HeapAlloc>>20, peakRSS()>>20, gcSetting(), scratch())
 	printFindings(out, res, nFind)
 	return res, nil
-}
-
-// fleetGOGC is replay fleet's garbage-collector target unless GOGC is set:
-// a fleet's garbage is most of what it allocates, and at the default of
-// 100 collecting it took a third of a 100-node hour's CPU.
-const fleetGOGC = 400
-
-// gcPercent is the collector's target now (SetGCPercent reads and sets).
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
 }
 
 // scratch is where the nodes' sockets and checkpoints live.

@@ -18,7 +18,7 @@ func TestFleet(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	for _, want := range []string{"== autoscaler-20-nodes-hour under ref-v1.11", "MISROUTE: traffic from", "first finding, on node", "its kernel:",
-		"rule 512", "ref-v1.11        20", "as expected", "CNI calls (", "/s), heap", "peak RSS", "(GOGC "} {
+		"rule 512", "ref-v1.11        20", "as expected", "CNI calls (", "/s), heap", "peak RSS", "(GOGC 1600, memory limit "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
