@@ -17,6 +17,17 @@ type MemTables struct {
 	tables map[string]*memTable
 	// NoRandomFully makes it answer as an iptables without --random-fully.
 	NoRandomFully bool
+	changes       uint64 // Generation
+}
+
+// Generation counts the calls that may have changed the tables: two
+// reads that agree mean nothing changed in between (ipamd skips a host
+// NAT check over tables, kernel and pool unchanged since one that
+// passed).
+func (m *MemTables) Generation() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changes
 }
 
 type memTable struct {
@@ -111,6 +122,7 @@ func (m *MemTables) ChainExists(table, chain string) (bool, error) {
 func (m *MemTables) NewChain(table, chain string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	t, err := m.table(table)
 	if err != nil {
 		return err
@@ -127,6 +139,7 @@ func (m *MemTables) NewChain(table, chain string) error {
 func (m *MemTables) ClearChain(table, chain string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	t, err := m.table(table)
 	if err != nil {
 		return err
@@ -141,6 +154,7 @@ func (m *MemTables) ClearChain(table, chain string) error {
 func (m *MemTables) DeleteChain(table, chain string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	t, err := m.chain(table, chain)
 	if err != nil {
 		return err
@@ -166,6 +180,7 @@ func (m *MemTables) DeleteChain(table, chain string) error {
 func (m *MemTables) Append(table, chain string, rulespec ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	t, err := m.chain(table, chain)
 	if err != nil {
 		return err
@@ -188,6 +203,7 @@ func isTarget(s string) bool {
 func (m *MemTables) Delete(table, chain string, rulespec ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	t, err := m.chain(table, chain)
 	if err != nil {
 		return err

@@ -269,6 +269,7 @@ type Daemon struct {
 	reconMu           sync.Mutex
 	reconciledAt      time.Time
 	reconSettled      settledPass // guarded by reconMu
+	natSettled        settledNAT  // guarded by reconMu
 	// the reaper of handed-over veths (reap.go)
 	reapMu   sync.Mutex
 	reapWake chan struct{}

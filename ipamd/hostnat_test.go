@@ -48,6 +48,18 @@ func TestHostNATAtStartAndEachPass(t *testing.T) {
 	if c, err := hostnat.Reconcile(tb, plan); err != nil || len(c) != 0 {
 		t.Fatalf("a reconcile pass did not put %s back: %v %v", jump, c, err)
 	}
+	// A pass over unchanged tables, kernel and pool skips the check
+	// (syncHostNATUnlessSettled); a rule deleted since is still seen.
+	d.reconcileOnce(context.Background())
+	for round := range 2 {
+		if err := tb.Delete(jump.Table, jump.Chain, jump.Spec...); err != nil {
+			t.Fatal(err)
+		}
+		d.reconcileOnce(context.Background())
+		if c, err := hostnat.Reconcile(tb, plan); err != nil || len(c) != 0 {
+			t.Fatalf("round %d: a pass after a settled one did not put %s back: %v %v", round, jump, c, err)
+		}
+	}
 }
 
 // TestHostNATVPCFallsBackToSubnets: a cloud that names no VPC CIDR gets

@@ -62,7 +62,7 @@ func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 	if err := d.reapOnce(ctx, d.callFault(ctx)); err != nil {
 		return "", err
 	}
-	if d.pool != nil {
+	if d.pool != nil && d.poolMayAct() {
 		if action, err = d.pool.Step(ctx); err != nil {
 			d.log.Warn("warm pool action failed; retrying next pass", "action", action, "error", err)
 		}
@@ -91,6 +91,14 @@ func generationOf(k any) (uint64, bool) {
 		return 0, false
 	}
 	return g.Generation(), true
+}
+
+// poolMayAct reports whether a warm-pool step now could do anything: not
+// when the last one did nothing over the same store and none of its
+// timers has run out since (warmpool.Manager.Due).
+func (d *Daemon) poolMayAct() bool {
+	at, known := d.pool.Due()
+	return !known || (!at.IsZero() && !d.cfg.Now().Before(at))
 }
 
 // reconcileOnce runs one reconciler pass and reports it. The pass is
@@ -122,9 +130,47 @@ func (d *Daemon) reconcileOnce(ctx context.Context) {
 	if err != nil {
 		d.log.Warn("reconcile pass failed", "error", err)
 	}
-	if err := d.syncHostNAT(); err != nil {
+	d.syncHostNATUnlessSettled()
+}
+
+// syncHostNATUnlessSettled checks the host NAT rules, unless the last
+// check passed over the same tables, kernel and pool (the plan reads the
+// ENIs; the check reads the tables and the mark rule): it would pass again
+// without changing anything. Only tables and a kernel that count their
+// changes (the models) can tell.
+func (d *Daemon) syncHostNATUnlessSettled() {
+	var tablesGen uint64
+	tablesTell := false
+	if d.cfg.HostNAT != nil {
+		tablesGen, tablesTell = generationOf(d.cfg.HostNAT.Tables)
+	}
+	kernelGen, kernelTell := generationOf(d.cfg.Kernel)
+	now := settledNAT{valid: tablesTell && kernelTell, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
+	d.reconMu.Lock()
+	last := d.natSettled
+	d.reconMu.Unlock()
+	if now.valid && last == now {
+		return
+	}
+	err := d.syncHostNAT()
+	if err != nil {
 		d.log.Warn("host NAT rules not reconciled; retrying next pass", "error", err)
 	}
+	// What the check left is what the next one would find: read after it.
+	if d.cfg.HostNAT != nil {
+		tablesGen, _ = generationOf(d.cfg.HostNAT.Tables)
+	}
+	kernelGen, _ = generationOf(d.cfg.Kernel)
+	d.reconMu.Lock()
+	d.natSettled = settledNAT{valid: now.valid && err == nil, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
+	d.reconMu.Unlock()
+}
+
+// settledNAT is a host NAT check that passed, over the tables and kernel
+// at these generations and the store at this version.
+type settledNAT struct {
+	valid                   bool
+	tables, kernel, version uint64
 }
 
 // LoopsDue is when Tick next has work, for a harness that runs the loops
