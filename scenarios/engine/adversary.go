@@ -226,8 +226,8 @@ func (r *run) pause(d time.Duration) {
 	end := r.now + d
 	r.pausing = true
 	defer func() { r.pausing = false }()
-	for r.ipamd != nil && r.ticked+tick <= end {
-		r.now = r.ticked + tick
+	for r.ipamd != nil && r.nextGridTick() <= end {
+		r.now = r.nextGridTick() // (never back: idle ticks may have been skipped)
 		r.tickIpamd()
 	}
 	r.now = end

@@ -62,10 +62,7 @@ func (r *run) nextTickAt() time.Duration {
 	if r.ipamd == nil {
 		return -1
 	}
-	next := r.ticked + tick
-	if lo := max(r.idleThrough+1, r.now); next < lo {
-		next = r.gridAtOrAfter(lo) // the ticks up to idleThrough were idle
-	}
+	next := r.nextGridTick()
 	if r.opt.EveryTick || r.waitingToRun() || !r.stepsIdle() {
 		return next
 	}
@@ -74,6 +71,19 @@ func (r *run) nextTickAt() time.Duration {
 		return -1
 	}
 	return max(next, r.gridAtOrAfter(due.Sub(epoch)))
+}
+
+// nextGridTick is the next tick on ipamd's 5-second grid that has not
+// run and was not skipped as idle: after the last one run, and after the
+// end of the last advance (the ticks up to it that did not run had
+// nothing to do). It is never before now: a caller that runs it never
+// moves the clock back.
+func (r *run) nextGridTick() time.Duration {
+	next := r.ticked + tick
+	if lo := max(r.idleThrough+1, r.now); next < lo {
+		next = r.gridAtOrAfter(lo)
+	}
+	return next
 }
 
 // gridAtOrAfter is the first tick of ipamd's loops at or after t (they
@@ -208,8 +218,10 @@ func (r *run) settle() {
 			continue
 		}
 		switch {
-		case r.waitingToRun() && r.ipamd != nil && (due < 0 || r.ticked+tick < due):
-			r.advance(r.ticked + tick)
+		case r.waitingToRun() && r.ipamd != nil && (due < 0 || r.nextGridTick() < due):
+			// (not ticked+tick: after skipped idle ticks that is in the
+			// past, and advancing to it would not move the clock)
+			r.advance(r.nextGridTick())
 		case due >= 0:
 			r.advance(due)
 		default:
