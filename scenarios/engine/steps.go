@@ -20,13 +20,18 @@ type stepWatch struct {
 	// only once that veth is gone)
 	handed map[netip.Addr]int
 	found  []invariant.Violation
-	seen   map[string]bool
-	// clean says the last check found nothing; gen is the kernel's
-	// generation it saw and allocs the version of ipamd's allocations
-	// (stepCheckUnlessIdle).
-	clean  bool
-	gen    uint64
-	allocs uint64
+	// standing are the violations the last check found (kind and text,
+	// without the time): one that lasts is reported when it starts, not
+	// again at every step it still holds (a double assignment that lasts
+	// an hour is one finding, not one per round of ipamd's loops).
+	standing map[string]bool
+	// repeatable says the last check ran and saw no release (its result
+	// depends on nothing but ipamd's allocations and the kernel); gen is
+	// the kernel's generation it saw and allocs the version of ipamd's
+	// allocations (stepCheckUnlessIdle).
+	repeatable bool
+	gen        uint64
+	allocs     uint64
 }
 
 // stepCheck runs after every timeline event, every kubelet DEL attempt and
@@ -59,24 +64,28 @@ func (r *run) stepCheck(where string) {
 		}
 	}
 	w.daemon, w.held, w.handed = r.ipamd, cur, handed
-	w.clean, w.gen, w.allocs = false, r.kern.Generation(), version
+	w.repeatable, w.gen, w.allocs = false, r.kern.Generation(), version
 	vs, err := invariant.CheckStep(r.world(), released, releasedHanded)
 	if err != nil {
 		r.note("step check after %s: %v", where, err)
 		return
 	}
-	w.clean = len(vs) == 0
-	if w.seen == nil {
-		w.seen = map[string]bool{}
-	}
+	w.repeatable = len(released) == 0
+	standing := make(map[string]bool, len(vs))
 	for _, v := range vs {
-		v.What = fmt.Sprintf("at t=%s (%s): %s", r.now, where, v.What)
-		if !w.seen[v.Kind+v.What] {
-			w.seen[v.Kind+v.What] = true
-			w.found = append(w.found, v)
-			r.note("step invariant: %s", v)
+		key := v.Kind + "\x00" + v.What
+		if standing[key] {
+			continue
 		}
+		standing[key] = true
+		if w.standing[key] {
+			continue // (still there: reported when it started)
+		}
+		v.What = fmt.Sprintf("at t=%s (%s): %s", r.now, where, v.What)
+		w.found = append(w.found, v)
+		r.note("step invariant: %s", v)
 	}
+	w.standing = standing
 }
 
 // stepCheckUnlessIdle is stepCheck after a round of ipamd's loops that ran
@@ -84,9 +93,13 @@ func (r *run) stepCheck(where string) {
 // the same daemon holds the same allocations (their version has not
 // moved: nothing assigned, handed over or released) and the
 // kernel's generation has not moved, so no pod started to hold an
-// address (an ADD always makes a veth) and no object changed; a check
-// that found nothing last time would find nothing again. An idle node's
-// loops run every 5 simulated seconds, and a fleet has thousands of them.
+// address (an ADD always makes a veth) and no object changed; the pods'
+// phases change only in events and kubelet's DEL attempts, each checked
+// in full. The check would find what the last one found, no new
+// violation, provided that one saw no release (a release is between two
+// checks; the next sees none). An idle node's loops run every 5
+// simulated seconds, and a fleet has thousands of them, some with a
+// violation that lasts (under a legacy policy).
 func (r *run) stepCheckUnlessIdle(where string) {
 	if r.stepsIdle() {
 		return
@@ -95,9 +108,9 @@ func (r *run) stepCheckUnlessIdle(where string) {
 }
 
 // stepsIdle reports whether a step check now would find what the last one
-// found, nothing (stepCheckUnlessIdle).
+// found (stepCheckUnlessIdle).
 func (r *run) stepsIdle() bool {
 	w := &r.steps1
-	return w.clean && r.ipamd != nil && r.ipamd == w.daemon && r.kern.Generation() == w.gen &&
+	return w.repeatable && r.ipamd != nil && r.ipamd == w.daemon && r.kern.Generation() == w.gen &&
 		r.ipamd.Datastore().AllocationsVersion() == w.allocs
 }
