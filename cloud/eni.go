@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/vpccni/vpccni/internal/failpoint"
 )
 
 // cleanupTimeout bounds the calls that undo half of a failed AllocENI.
@@ -59,21 +61,32 @@ func (p *provider) AllocENI(ctx context.Context) (ENI, error) {
 		return ENI{}, err
 	}
 
+	if f := p.opt.Failpoints.Hit(FailAllocBeforeAttach); f != nil {
+		if f.Action == failpoint.Crash {
+			// The process died here: nothing after this point runs, so
+			// the ENI stays in EC2, created, tagged and unattached.
+			return ENI{}, f
+		}
+		return ENI{}, p.undoCreate(ctx, eni.ID, fmt.Errorf("AllocENI %s before attaching: %w", eni.ID, f))
+	}
 	att, err := p.api.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 		DeviceIndex:        aws.Int32(int32(device)),
 		InstanceId:         aws.String(id.instanceID),
 		NetworkInterfaceId: aws.String(eni.ID),
 	})
 	if err != nil {
-		err = fmt.Errorf("AttachNetworkInterface %s to %s at device %d: %w", eni.ID, id.instanceID, device, err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if _, derr := p.api.DeleteNetworkInterface(cctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(eni.ID)}); derr != nil {
-			return ENI{}, errors.Join(err, fmt.Errorf("DeleteNetworkInterface %s after the failed attach: %w", eni.ID, derr))
-		}
-		return ENI{}, err
+		return ENI{}, p.undoCreate(ctx, eni.ID, fmt.Errorf("AttachNetworkInterface %s to %s at device %d: %w", eni.ID, id.instanceID, device, err))
 	}
 
+	attachmentID := aws.ToString(att.AttachmentId)
+	if f := p.opt.Failpoints.Hit(FailAllocBeforeDeleteOnTermination); f != nil {
+		if f.Action == failpoint.Crash {
+			// As above: the ENI stays attached without
+			// DeleteOnTermination, so it outlives the instance.
+			return ENI{}, f
+		}
+		return ENI{}, p.undoAttach(ctx, eni.ID, attachmentID, fmt.Errorf("AllocENI %s before setting DeleteOnTermination: %w", eni.ID, f))
+	}
 	// Without DeleteOnTermination the ENI would outlive the instance and
 	// hold its addresses in the subnet.
 	if _, err := p.api.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
@@ -83,15 +96,31 @@ func (p *provider) AllocENI(ctx context.Context) (ENI, error) {
 			DeleteOnTermination: aws.Bool(true),
 		},
 	}); err != nil {
-		err = fmt.Errorf("ModifyNetworkInterfaceAttribute %s DeleteOnTermination: %w", eni.ID, err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if ferr := p.detachAndDelete(cctx, eni.ID, aws.ToString(att.AttachmentId)); ferr != nil {
-			return ENI{}, errors.Join(err, fmt.Errorf("freeing %s again: %w", eni.ID, ferr))
-		}
-		return ENI{}, err
+		return ENI{}, p.undoAttach(ctx, eni.ID, attachmentID, fmt.Errorf("ModifyNetworkInterfaceAttribute %s DeleteOnTermination: %w", eni.ID, err))
 	}
 	return eni, nil
+}
+
+// undoCreate deletes the ENI a failed AllocENI created but did not
+// attach, and returns err with the delete's failure, if any, joined.
+func (p *provider) undoCreate(ctx context.Context, eniID string, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, derr := p.api.DeleteNetworkInterface(cctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(eniID)}); derr != nil {
+		return errors.Join(err, fmt.Errorf("DeleteNetworkInterface %s after the failed attach: %w", eniID, derr))
+	}
+	return err
+}
+
+// undoAttach detaches and deletes the ENI a failed AllocENI attached,
+// and returns err with that failure, if any, joined.
+func (p *provider) undoAttach(ctx context.Context, eniID, attachmentID string, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if ferr := p.detachAndDelete(cctx, eniID, attachmentID); ferr != nil {
+		return errors.Join(err, fmt.Errorf("freeing %s again: %w", eniID, ferr))
+	}
+	return err
 }
 
 // lowestFreeDevice returns the lowest device number no attached ENI uses,
@@ -193,15 +222,16 @@ func (p *provider) detachAndDelete(ctx context.Context, eniID, attachmentID stri
 	}
 }
 
-// eniTags are the tags of a new ENI: the instance's and vpccni's, then
-// the configured ones in key order.
+// eniTags are the tags of a new ENI: the instance's and vpccni's (the
+// creation time among them), then the configured ones in key order.
 func (p *provider) eniTags(instanceID string) []types.Tag {
 	tags := []types.Tag{
 		{Key: aws.String(TagInstanceID), Value: aws.String(instanceID)},
 		{Key: aws.String(TagManaged), Value: aws.String(TagManagedValue)},
+		{Key: aws.String(TagCreatedAt), Value: aws.String(p.opt.Now().UTC().Format(time.RFC3339))},
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.opt.ENITags)) {
-		if k == TagInstanceID || k == TagManaged {
+		if k == TagInstanceID || k == TagManaged || k == TagCreatedAt {
 			continue
 		}
 		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(p.opt.ENITags[k])})

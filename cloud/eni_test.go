@@ -30,6 +30,7 @@ func expectCreate(api *mock_cloud.MockEC2) *gomock.Call {
 			Tags: []types.Tag{
 				{Key: aws.String("node.k8s.amazonaws.com/instance_id"), Value: aws.String(instanceID)},
 				{Key: aws.String("vpccni/managed"), Value: aws.String("true")},
+				{Key: aws.String("vpccni/created-at"), Value: aws.String("2026-01-02T02:04:05Z")},
 			},
 		}},
 	}).Return(&ec2.CreateNetworkInterfaceOutput{NetworkInterface: &types.NetworkInterface{
@@ -63,7 +64,7 @@ func TestAllocENIRequests(t *testing.T) {
 			Attachment:         &types.NetworkInterfaceAttachmentChanges{AttachmentId: aws.String("eni-attach-9"), DeleteOnTermination: aws.Bool(true)},
 		}).Return(&ec2.ModifyNetworkInterfaceAttributeOutput{}, nil),
 	)
-	eni, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(context.Background())
+	eni, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestAllocENIAttachFails(t *testing.T) {
 		expectAttach(api, 1).Return(nil, apiErr(cloud.CodeAttachmentLimitExceeded)),
 		expectDelete(api, newENI).Return(&ec2.DeleteNetworkInterfaceOutput{}, nil),
 	)
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(context.Background())
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(context.Background())
 	if cloud.ErrorCode(err) != cloud.CodeAttachmentLimitExceeded || !strings.Contains(err.Error(), "AttachNetworkInterface "+newENI) ||
 		!strings.Contains(err.Error(), "device 1") {
 		t.Fatalf("err %v", err)
@@ -115,7 +116,7 @@ func TestAllocENIAttachCancelled(t *testing.T) {
 			return &ec2.DeleteNetworkInterfaceOutput{}, nil
 		}),
 	)
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(ctx)
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
@@ -130,7 +131,7 @@ func TestAllocENIAttachAndCleanupFail(t *testing.T) {
 		expectAttach(api, 1).Return(nil, apiErr(cloud.CodeRequestLimitExceeded)),
 		expectDelete(api, newENI).Return(nil, apiErr("InternalError")),
 	)
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(context.Background())
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(context.Background())
 	if !cloud.IsThrottled(err) || !strings.Contains(err.Error(), "after the failed attach") || !strings.Contains(err.Error(), "InternalError") {
 		t.Fatalf("err %v", err)
 	}
@@ -149,7 +150,7 @@ func TestAllocENIModifyFails(t *testing.T) {
 			Return(&ec2.DetachNetworkInterfaceOutput{}, nil),
 		expectDelete(api, newENI).Return(&ec2.DeleteNetworkInterfaceOutput{}, nil),
 	)
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Sleep: (&sleeps{}).sleep}).AllocENI(context.Background())
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow, Sleep: (&sleeps{}).sleep}).AllocENI(context.Background())
 	if cloud.ErrorCode(err) != "InternalError" || !strings.Contains(err.Error(), "DeleteOnTermination") {
 		t.Fatalf("err %v", err)
 	}
@@ -161,7 +162,7 @@ func TestAllocENINoFreeDevice(t *testing.T) {
 	api, md := newMocks(t)
 	fakeIMDS(md, nodeIMDS(nil), nil)
 	expectAttached(api, attachedENI("eni-0prim", 0, "10.0.1.10"), attachedENI("eni-1", 1, "10.0.1.20"), attachedENI("eni-2", 2, "10.0.1.30"))
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(context.Background())
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(context.Background())
 	if !errors.Is(err, cloud.ErrNoFreeDevice) || !strings.Contains(err.Error(), "m5.large") {
 		t.Fatalf("err %v", err)
 	}
@@ -172,7 +173,7 @@ func TestAllocENICreateFails(t *testing.T) {
 	fakeIMDS(md, nodeIMDS(nil), nil)
 	expectAttached(api, attachedENI("eni-0prim", 0, "10.0.1.10"))
 	api.EXPECT().CreateNetworkInterface(gomock.Any(), gomock.Any()).Return(nil, apiErr(cloud.CodeInsufficientFreeAddresses))
-	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{}).AllocENI(context.Background())
+	_, err := cloud.NewProvider(api, md, cloud.ProviderOptions{Now: fixedNow}).AllocENI(context.Background())
 	if !cloud.IsSubnetFull(err) || !strings.Contains(err.Error(), "CreateNetworkInterface in "+subnetID) {
 		t.Fatalf("err %v", err)
 	}

@@ -105,6 +105,12 @@ func expectAttached(api *mock_cloud.MockEC2, enis ...types.NetworkInterface) *go
 	}).Return(&ec2.DescribeNetworkInterfacesOutput{NetworkInterfaces: enis}, nil)
 }
 
+// fixedNow is ProviderOptions.Now for tests that match requests exactly:
+// an hour east of UTC, so a tag that forgot to convert to UTC shows.
+func fixedNow() time.Time {
+	return time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("UTC+1", 3600))
+}
+
 // sleeps records the waits of ProviderOptions.Sleep without waiting.
 type sleeps struct{ waits []time.Duration }
 

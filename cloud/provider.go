@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/vpccni/vpccni/internal/failpoint"
 )
 
 // Tags AllocENI puts on the ENIs it creates: the instance's ID lets a
@@ -24,11 +26,18 @@ const (
 // the reference.
 const TagClusterName = "cluster.k8s.amazonaws.com/name"
 
+// TagCreatedAt carries when AllocENI created the ENI (RFC 3339, UTC), so
+// a sweep can tell an ENI leaked long ago from one another node is still
+// between creating and attaching.
+const TagCreatedAt = "vpccni/created-at"
+
 // ProviderOptions tune NewProvider. The zero value is what a node uses.
 type ProviderOptions struct {
 	// ENITags are put on every ENI AllocENI creates besides its own
 	// (ADDITIONAL_ENI_TAGS, and CLUSTER_NAME as TagClusterName). A key of
-	// AllocENI's own is refused by NewProvider's caller, not overridden.
+	// AllocENI's own never replaces it: TagInstanceID is refused by
+	// NewProvider's caller (its domain is reserved), and the vpccni/ keys
+	// given here are left out.
 	ENITags map[string]string
 	// Sleep waits between DeleteNetworkInterface attempts. Nil is a real
 	// timer that returns ctx's error if ctx ends first; tests pass one that
@@ -41,6 +50,13 @@ type ProviderOptions struct {
 	// DeleteRetryDelay is the first wait between attempts; it doubles each
 	// time. Zero means 1s, so 5 attempts span 15s.
 	DeleteRetryDelay time.Duration
+	// Failpoints arms AllocENI's failpoints (FailAllocBeforeAttach,
+	// FailAllocBeforeDeleteOnTermination); nil arms none.
+	Failpoints *failpoint.Set
+	// Now is the clock stamped on created ENIs (TagCreatedAt) and read by
+	// DeleteLeakedENIs to age them. Nil means time.Now; a simulation
+	// passes its own clock so that ages follow simulated time.
+	Now func() time.Time
 }
 
 const (
@@ -59,6 +75,9 @@ func NewProvider(api EC2, md Metadata, opt ProviderOptions) Provider {
 	}
 	if opt.DeleteRetryDelay <= 0 {
 		opt.DeleteRetryDelay = defaultDeleteRetryDelay
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
 	return &provider{api: api, md: metadataReader{md}, opt: opt}
 }

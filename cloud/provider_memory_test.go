@@ -92,11 +92,12 @@ func TestProviderLifecycleOnMemory(t *testing.T) {
 // TestProviderFillsEveryDevice: AllocENI takes devices 1, 2, … until the
 // type's limit, then says so.
 // TestENITags: the configured tags go on every ENI AllocENI creates,
-// beside its own, which they cannot replace.
+// beside its own, which they cannot replace; the creation time is
+// ProviderOptions.Now's, in UTC.
 func TestENITags(t *testing.T) {
 	ctx := context.Background()
-	extra := map[string]string{"team": "net", cloud.TagClusterName: "prod", cloud.TagManaged: "no"}
-	c, err := memory.NewWithOptions("m5.large", memory.Options{Bare: true, Provider: cloud.ProviderOptions{ENITags: extra}})
+	extra := map[string]string{"team": "net", cloud.TagClusterName: "prod", cloud.TagManaged: "no", cloud.TagCreatedAt: "2000-01-01T00:00:00Z"}
+	c, err := memory.NewWithOptions("m5.large", memory.Options{Bare: true, Provider: cloud.ProviderOptions{ENITags: extra, Now: fixedNow}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,8 @@ func TestENITags(t *testing.T) {
 	for _, tg := range d.NetworkInterfaces[0].TagSet {
 		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
 	}
-	if tags["team"] != "net" || tags[cloud.TagClusterName] != "prod" || tags[cloud.TagManaged] != "true" || tags[cloud.TagInstanceID] == "" || len(tags) != 4 {
+	if tags["team"] != "net" || tags[cloud.TagClusterName] != "prod" || tags[cloud.TagManaged] != "true" || tags[cloud.TagInstanceID] == "" ||
+		tags[cloud.TagCreatedAt] != "2026-01-02T02:04:05Z" || len(tags) != 5 {
 		t.Fatalf("tags %v", tags)
 	}
 }
