@@ -102,7 +102,9 @@ func (c *Cloud) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeN
 // look at: the named ones; else, when it filters on
 // attachment.instance-id (as ipamd's describes do), only those
 // instances' attached ENIs, so a node's describe costs its own ENIs, not
-// the whole fleet's; else all. The caller holds c.vpc.mu.
+// the whole fleet's; else, when it filters on status available alone (as
+// the leak sweep every node runs does), only the available ENIs; else
+// all. The caller holds c.vpc.mu.
 func (c *Cloud) describeCandidates(api string, in *ec2.DescribeNetworkInterfacesInput) ([]*eni, error) {
 	v := c.vpc
 	if len(in.NetworkInterfaceIds) > 0 {
@@ -127,6 +129,11 @@ func (c *Cloud) describeCandidates(api string, in *ec2.DescribeNetworkInterfaces
 			}
 		}
 		return sortedByID(attached), nil
+	}
+	for _, f := range in.Filters {
+		if aws.ToString(f.Name) == "status" && len(f.Values) == 1 && f.Values[0] == string(types.NetworkInterfaceStatusAvailable) {
+			return sortedByID(v.available), nil
+		}
 	}
 	return sortedByID(v.enis), nil
 }
