@@ -121,6 +121,9 @@ type Config struct {
 	Reconcile         bool
 	ReconcileInterval time.Duration
 	ReconcileGrace    time.Duration
+	// LeakSweep, with Cloud, deletes ENIs leaked in EC2 (leaksweep.go);
+	// the zero value sweeps nothing.
+	LeakSweep LeakSweep
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
@@ -270,6 +273,7 @@ type Daemon struct {
 	reconciledAt      time.Time
 	reconSettled      settledPass // guarded by reconMu
 	natSettled        settledNAT  // guarded by reconMu
+	sweep             sweepClock  // the next leaked-ENI sweep
 	// the reaper of handed-over veths (reap.go)
 	reapMu   sync.Mutex
 	reapWake chan struct{}
@@ -400,6 +404,7 @@ func (d *Daemon) Start() (err error) {
 			d.log.Error("serve", "error", err)
 		}
 	}(d.server, netutil.LimitListener(l, lim.MaxConnections), d.done)
+	d.scheduleSweep(0)
 	d.startLoops()
 	st := d.store.Stats()
 	// The one startup line: what an operator needs to tell which ipamd

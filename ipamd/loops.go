@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/ipamd/metrics"
 	"github.com/vpccni/vpccni/ipamd/reconcile"
 	"github.com/vpccni/vpccni/ipamd/warmpool"
@@ -12,7 +13,7 @@ import (
 // startLoops runs the warm pool and the reconciler in the background,
 // unless the harness drives them (WithManualLoops). Called with d.mu held.
 func (d *Daemon) startLoops() {
-	if d.opt.manualLoops || (d.pool == nil && d.recon == nil && !d.canTakeVeths()) {
+	if d.opt.manualLoops || (d.pool == nil && d.recon == nil && !d.canTakeVeths() && d.sweeper() == nil) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -22,6 +23,9 @@ func (d *Daemon) startLoops() {
 	}
 	if d.pool != nil {
 		d.loops.Go(func() { d.pool.Run(ctx, warmpool.DefaultInterval) })
+	}
+	if d.sweeper() != nil {
+		d.loops.Go(func() { d.runSweeper(ctx) })
 	}
 	if d.recon != nil {
 		d.loops.Go(func() {
@@ -64,12 +68,19 @@ func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 	}
 	if d.pool != nil && d.poolMayAct() {
 		if action, err = d.pool.Step(ctx); err != nil {
+			if failpoint.Is(err, failpoint.Crash) {
+				// Died in the middle of a call to EC2 (the cloud's
+				// failpoints): nothing after it runs.
+				d.Kill()
+				return action, err
+			}
 			d.log.Warn("warm pool action failed; retrying next pass", "action", action, "error", err)
 		}
 	}
 	if d.recon != nil && d.cfg.Now().Sub(d.lastReconcile()) >= d.cfg.ReconcileInterval {
 		d.reconcileOnce(ctx)
 	}
+	d.sweepIfDue(ctx)
 	return action, err
 }
 
@@ -205,6 +216,9 @@ func (d *Daemon) LoopsDue() time.Time {
 	}
 	if d.recon != nil {
 		earlier(d.lastReconcile().Add(d.cfg.ReconcileInterval))
+	}
+	if d.sweeper() != nil {
+		earlier(d.sweep.due())
 	}
 	return due
 }

@@ -72,5 +72,15 @@ func checkTiming(cfg Config) error {
 			return fmt.Errorf("ipamd: %w", err)
 		}
 	}
+	if sw := cfg.LeakSweep; sw.Interval != 0 {
+		// (a minimum age of zero is not "the default": it would delete an
+		// ENI another node is attaching)
+		if err := LeakSweepIntervalRange.Check("leaked-ENI sweep interval", sw.Interval); err != nil {
+			return fmt.Errorf("ipamd: %w", err)
+		}
+		if err := LeakSweepMinAgeRange.Check("leaked-ENI minimum age", sw.MinAge); err != nil {
+			return fmt.Errorf("ipamd: %w", err)
+		}
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -133,7 +134,10 @@ type run struct {
 	// idleThrough is the end of the last advance: the ticks up to it
 	// that did not run were idle (nextTickAt).
 	idleThrough time.Duration
-	fp          *failpoint.Set // the run's failpoints, shared by plugin and ipamd
+	fp          *failpoint.Set // the run's failpoints, shared by plugin, ipamd and its cloud
+	// sweepRand draws the delays of ipamd's leaked-ENI sweeps, seeded by
+	// the instance, so that a fleet's nodes sweep apart and runs repeat.
+	sweepRand *rand.Rand
 	// restartAt is when kubelet restarts an ipamd that crashed at a
 	// failpoint (-1: none pending), with restartMemory of its checkpoint.
 	restartAt     time.Duration
@@ -292,7 +296,10 @@ func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at 
 	// An attached ENI's link appears in the node namespace, as the
 	// hypervisor makes it; ipamd configures it.
 	copt := memory.Options{Trunk: isBranch(mode), Bare: s.Node.Start == "fresh",
-		OnAttach: func(e cloud.ENI) { r.plugENI(e) }, OnDetach: func(e cloud.ENI) { r.unplugENI(e) }}
+		OnAttach: func(e cloud.ENI) { r.plugENI(e) }, OnDetach: func(e cloud.ENI) { r.unplugENI(e) },
+		// (ipamd's calls to EC2 can die at the run's failpoints, and the
+		// ENIs they create are stamped with the run's clock)
+		Provider: cloud.ProviderOptions{Failpoints: r.fp, Now: r.clock}}
 	launch := memory.NewWithOptions
 	if opt.launch != nil {
 		launch = opt.launch
@@ -433,6 +440,7 @@ func (r *run) startIpamd(memory string) error {
 			RecoverCorrupt: prof.RecoverCorrupt, PruneStale: prof.PruneStale}}
 	if wp := r.s.Node.WarmPool; wp != nil {
 		cfg.Cloud = r.cloud.Provider()
+		cfg.LeakSweep = r.leakSweep(prof.LeakSweep)
 		cfg.Targets = warmpool.Targets{WarmENI: wp.WarmENITarget, WarmIP: wp.WarmIPTarget, MinimumIP: wp.MinimumIPTarget,
 			WarmPrefix: wp.WarmPrefixTarget, PrefixDelegation: wp.PrefixDelegation, MaxENI: wp.MaxENI}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/cloud/memory"
+	"github.com/vpccni/vpccni/internal/failpoint"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 	"github.com/vpccni/vpccni/scenarios/policy"
@@ -285,6 +286,11 @@ func (n *Node) StepFindings() []invariant.Violation {
 
 // Snapshot is the node's kernel, one object per line, for a report.
 func (n *Node) Snapshot() []string { return snapshotLines(n.r.node) }
+
+// ArmCrash has the node's ipamd (or plugin) die at point on its next hit.
+func (n *Node) ArmCrash(point failpoint.Name) error {
+	return n.r.fp.Arm(point, failpoint.Crash, 1)
+}
 
 // Close stops ipamd and removes the node's scratch directory; the
 // fleet terminates its instance.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/cloud/memory"
 	"github.com/vpccni/vpccni/scenarios/invariant"
 )
 
@@ -224,11 +225,26 @@ func (w *World) checkStranded(final bool) {
 		if !gone || (!final && w.now-at < strandWindow) {
 			continue
 		}
-		addrs := []string{e.PrimaryIP.String()}
-		for _, a := range e.IPv4 {
-			addrs = append(addrs, a.String())
-		}
-		w.find("", Stranded, fmt.Sprintf("ENI %s of instance %s, terminated at t=%s, is still available with %d address(es): %s",
-			e.ID, id, at, len(addrs), strings.Join(addrs, ", ")))
+		w.stranded(e, id, at)
 	}
+}
+
+// checkStrandedOf runs when the window of a terminated instance is over:
+// an ENI of it still available has outlived the window, even if a sweep
+// an hour later would no longer find it.
+func (w *World) checkStrandedOf(instanceID string) {
+	for _, e := range w.vpc.AvailableENIs() {
+		if e.Tags[cloud.TagInstanceID] == instanceID {
+			w.stranded(e, instanceID, w.terminated[instanceID])
+		}
+	}
+}
+
+func (w *World) stranded(e memory.StrandedENI, instanceID string, at time.Duration) {
+	addrs := []string{e.PrimaryIP.String()}
+	for _, a := range e.IPv4 {
+		addrs = append(addrs, a.String())
+	}
+	w.find("", Stranded, fmt.Sprintf("ENI %s of instance %s, terminated at t=%s, is still available with %d address(es): %s",
+		e.ID, instanceID, at, len(addrs), strings.Join(addrs, ", ")))
 }

@@ -106,10 +106,12 @@ type World struct {
 	dirty   []*node
 	// terminated are the instances terminated, with when.
 	terminated map[string]time.Duration
-	seq        int // pods created, naming them
-	launched   int
-	res        *Result
-	seen       map[string]bool
+	// later are actions an event scheduled (loop queues them).
+	later    []action
+	seq      int // pods created, naming them
+	launched int
+	res      *Result
+	seen     map[string]bool
 	// lastSweep are the node findings of the last sweep (sweep).
 	lastSweep map[string]bool
 	calls     map[string]int

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/vpccni/vpccni/cloud"
 	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/scenarios/engine"
 	"github.com/vpccni/vpccni/scenarios/invariant"
@@ -149,7 +150,9 @@ func TestClusterInvariantsFire(t *testing.T) {
 }
 
 // keepENIs turns DeleteOnTermination off on a node's ENIs, as a crash
-// between attaching an ENI and marking it would leave it.
+// between attaching an ENI and marking it would leave it, and marks them
+// as not vpccni's, so that no leaked-ENI sweep may delete them (an ENI
+// of another agent, or of a build that did not tag it).
 func keepENIs(t *testing.T, n *engine.Node) {
 	c := n.Cloud()
 	out, err := c.DescribeNetworkInterfaces(context.Background(), &ec2.DescribeNetworkInterfacesInput{
@@ -165,6 +168,10 @@ func keepENIs(t *testing.T, n *engine.Node) {
 			NetworkInterfaceId: ni.NetworkInterfaceId,
 			Attachment:         &types.NetworkInterfaceAttachmentChanges{AttachmentId: ni.Attachment.AttachmentId, DeleteOnTermination: aws.Bool(false)},
 		}); err != nil {
+			t.Error(err)
+		}
+		if _, err := c.CreateTags(context.Background(), &ec2.CreateTagsInput{Resources: []string{aws.ToString(ni.NetworkInterfaceId)},
+			Tags: []types.Tag{{Key: aws.String(cloud.TagManaged), Value: aws.String("false")}}}); err != nil {
 			t.Error(err)
 		}
 	}

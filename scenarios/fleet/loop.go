@@ -3,6 +3,9 @@ package fleet
 import (
 	"container/heap"
 	"time"
+
+	"github.com/vpccni/vpccni/cloud"
+	"github.com/vpccni/vpccni/internal/failpoint"
 )
 
 // kind of a timed action.
@@ -15,7 +18,9 @@ const (
 	startDrain
 	endDrain
 	restartIpamd
+	eniCrash
 	sweep
+	strandCheck // a terminated node's ENIs, once the window is over
 )
 
 type action struct {
@@ -68,6 +73,7 @@ func (w *World) loop() error {
 	next(deletePod, f.Pods.DeletePerHour)
 	next(startDrain, f.Drains.PerHour)
 	next(restartIpamd, f.Faults.IpamdRestartsPerHour)
+	next(eniCrash, f.Faults.ENIAttachCrashesPerHour)
 	if ramp := f.Pods.RampUp.Duration; ramp > 0 {
 		total := time.Duration(len(w.nodes) * f.Pods.PerNode)
 		for i := range total {
@@ -110,12 +116,21 @@ func (w *World) loop() error {
 		case restartIpamd:
 			err = w.restartRandomIpamd()
 			next(restartIpamd, f.Faults.IpamdRestartsPerHour)
+		case eniCrash:
+			err = w.armENICrash()
+			next(eniCrash, f.Faults.ENIAttachCrashesPerHour)
 		case sweep:
 			err = w.sweep(false)
+		case strandCheck:
+			w.checkStrandedOf(a.node)
 		}
 		if err != nil {
 			return err
 		}
+		for _, p := range w.later {
+			push(p)
+		}
+		w.later = w.later[:0]
 		if err := w.afterEvent(); err != nil {
 			return err
 		}
@@ -226,6 +241,9 @@ func (w *World) terminate(n *node) error {
 		return err
 	}
 	w.terminated[n.InstanceID()] = w.now
+	// Its ENIs left in EC2 are looked at once the window is over: a
+	// cleanup's whole time, and no more.
+	w.later = append(w.later, action{at: w.now + strandWindow, kind: strandCheck, node: n.InstanceID()})
 	delete(w.byName, n.Name())
 	w.forget(n.Name())
 	for i, o := range w.nodes {
@@ -234,11 +252,15 @@ func (w *World) terminate(n *node) error {
 			break
 		}
 	}
+	if !w.f.Drains.Replaces() {
+		return nil
+	}
 	_, err := w.launch(n.group)
 	return err
 }
 
-func (w *World) restartRandomIpamd() error {
+// randomUpNode is a node whose ipamd runs, drawn at random (nil: none).
+func (w *World) randomUpNode() *node {
 	var cands []*node
 	for _, n := range w.nodes {
 		if n.IpamdUp() {
@@ -248,9 +270,31 @@ func (w *World) restartRandomIpamd() error {
 	if len(cands) == 0 {
 		return nil
 	}
-	n := cands[w.rng.IntN(len(cands))]
+	return cands[w.rng.IntN(len(cands))]
+}
+
+func (w *World) restartRandomIpamd() error {
+	n := w.randomUpNode()
+	if n == nil {
+		return nil
+	}
 	n.log(w.now, "ipamd crashes, checkpoint %s", w.f.Faults.Memory)
 	return n.Restart(w.f.Faults.Memory)
+}
+
+// attachCrashPoints are where ipamd may die attaching an ENI.
+var attachCrashPoints = []failpoint.Name{cloud.FailAllocBeforeAttach, cloud.FailAllocBeforeDeleteOnTermination}
+
+// armENICrash has ipamd on a random node die the next time it attaches an
+// ENI, at one of the two points at random.
+func (w *World) armENICrash() error {
+	n := w.randomUpNode()
+	if n == nil {
+		return nil
+	}
+	point := attachCrashPoints[w.rng.IntN(len(attachCrashPoints))]
+	n.log(w.now, "ipamd will die at %s the next time it attaches an ENI", point)
+	return n.ArmCrash(point)
 }
 
 // end lets every node settle (kubelet's retries, ipamd's reconciler) and

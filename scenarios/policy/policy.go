@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/vpccni/vpccni/ipamd"
 	"github.com/vpccni/vpccni/plugin"
 )
 
@@ -45,7 +47,19 @@ type Ipamd struct {
 	// DrainReleaseQueue: before serving, release what DELs that could not
 	// reach ipamd queued (vpccni only).
 	DrainReleaseQueue bool
+	// LeakSweep: how ipamd deletes ENIs leaked in EC2 (ipamd.LeakSweep).
+	LeakSweep LeakSweep
 }
+
+// LeakSweep is an era's search for leaked ENIs: every Interval, after a
+// random delay of up to MaxDelay, it deletes the available ENIs its CNI
+// created that are older than MinAge.
+type LeakSweep struct{ Interval, MinAge, MaxDelay time.Duration }
+
+// refLeakSweep is the reference's, in every era here: once an hour, each
+// time after a random wait of up to 5 minutes, sparing ENIs younger than
+// 5 minutes (docs/reference-facts.md#leaked-enis).
+var refLeakSweep = LeakSweep{Interval: time.Hour, MinAge: 5 * time.Minute, MaxDelay: 5 * time.Minute}
 
 // Default is vpccni's flow (plugin.Delete).
 type Default struct{}
@@ -58,7 +72,8 @@ func (Default) Del(p *plugin.Plugin, r *plugin.DelRequest) error { return p.Dele
 
 // Ipamd of vpccni: every recovery on, as deploy/ runs it.
 func (Default) Ipamd() Ipamd {
-	return Ipamd{Reconcile: true, AdoptOnMissing: true, RecoverCorrupt: true, DrainReleaseQueue: true}
+	return Ipamd{Reconcile: true, AdoptOnMissing: true, RecoverCorrupt: true, DrainReleaseQueue: true,
+		LeakSweep: LeakSweep{Interval: ipamd.DefaultLeakSweep.Interval, MinAge: ipamd.DefaultLeakSweep.MinAge}}
 }
 
 // The reference's DEL flows differ in two decisions only, so they are one
@@ -94,13 +109,13 @@ const (
 
 var (
 	RefV110 = reference{"ref-v1.10", "reference v1.10: release first, tear down from ipamd's reply only; unreachable -> error; unknown pod -> success, no teardown",
-		false, failNoTeardown, Ipamd{}}
+		false, failNoTeardown, Ipamd{LeakSweep: refLeakSweep}}
 	RefV111 = reference{"ref-v1.11", "reference v1.11: branch pods from prevResult; others as ref-v1.10 (the #2048 leak)",
-		true, failNoTeardown, Ipamd{}}
+		true, failNoTeardown, Ipamd{LeakSweep: refLeakSweep}}
 	RefV1121 = reference{"ref-v1.12.1", "reference v1.12.1: ipamd unreachable -> teardown from prevResult and return the error; unknown pod -> success, no teardown",
-		true, failTeardownError, Ipamd{}}
+		true, failTeardownError, Ipamd{LeakSweep: refLeakSweep}}
 	RefCurrent = reference{"ref-current", "reference today: ipamd unreachable -> teardown from prevResult, success; unknown pod -> success, no teardown; release before teardown",
-		true, failTeardownSuccess, Ipamd{PruneStale: true}}
+		true, failTeardownSuccess, Ipamd{PruneStale: true, LeakSweep: refLeakSweep}}
 )
 
 func (f reference) Name() string     { return f.name }

@@ -103,20 +103,32 @@ type PodChurn struct {
 // misconfiguration of the incident), then every pod of the node (each is
 // rescheduled on another node); after Takes it is cancelled (aws-node
 // starts again, its checkpoint as Memory says) for CancelPercent of the
-// drains, or the node's instance is terminated and a new node joins.
+// drains, or the node's instance is terminated and a new node joins
+// (unless Replace is false: the group shrinks, as a scale-down that is
+// not followed by a scale-up leaves it).
 type Drains struct {
 	PerHour           int      `json:"perHour,omitempty"`
 	EvictAwsNodeFirst bool     `json:"evictAwsNodeFirst,omitempty"`
 	CancelPercent     int      `json:"cancelPercent,omitempty"`
 	Takes             Duration `json:"takes,omitempty"`
 	Memory            string   `json:"memory,omitempty"`
+	Replace           *bool    `json:"replace,omitempty"`
 }
 
+// Replaces reports whether a terminated node is replaced (the default).
+func (d Drains) Replaces() bool { return d.Replace == nil || *d.Replace }
+
 // FleetFaults are faults beyond the autoscaler's: ipamd crashing and
-// restarting on a random node, its checkpoint as Memory says.
+// restarting on a random node, its checkpoint as Memory says; and ipamd
+// dying in the middle of attaching an ENI on a random node, the next
+// time it attaches one there: between creating and attaching it (the
+// ENI is left available), or between attaching it and marking it
+// DeleteOnTermination (it outlives the instance), one or the other at
+// random.
 type FleetFaults struct {
-	IpamdRestartsPerHour int    `json:"ipamdRestartsPerHour,omitempty"`
-	Memory               string `json:"memory,omitempty"`
+	IpamdRestartsPerHour    int    `json:"ipamdRestartsPerHour,omitempty"`
+	Memory                  string `json:"memory,omitempty"`
+	ENIAttachCrashesPerHour int    `json:"eniAttachCrashesPerHour,omitempty"`
 }
 
 // FleetVerdicts are what a fleet's expect may list: clean, or finding
@@ -187,6 +199,9 @@ func (f *Fleet) validate() error {
 	}
 	if f.Faults.IpamdRestartsPerHour < 0 {
 		return fmt.Errorf("faults.ipamdRestartsPerHour cannot be negative")
+	}
+	if f.Faults.ENIAttachCrashesPerHour < 0 {
+		return fmt.Errorf("faults.eniAttachCrashesPerHour cannot be negative")
 	}
 	if f.Faults.Memory == "" {
 		f.Faults.Memory = "kept"

@@ -45,6 +45,7 @@ const (
 	envLogLevel           = "AWS_VPC_K8S_CNI_LOGLEVEL"
 	envLogFile            = "AWS_VPC_K8S_CNI_LOG_FILE"
 	envNoProvisioning     = "DISABLE_NETWORK_RESOURCE_PROVISIONING"
+	envNoLeakedENICleanup = "DISABLE_LEAKED_ENI_CLEANUP"
 	envENIMTU             = "AWS_VPC_ENI_MTU"
 )
 
@@ -58,6 +59,7 @@ type flags struct {
 	cooldown                                                          time.Duration
 	reconcile                                                         bool
 	reconcileInterval, reconcileGrace                                 time.Duration
+	leakSweepInterval, leakSweepMinAge                                time.Duration
 	vethPrefix                                                        string
 	introspection, metricsAddr                                        string
 	allowNonLoopback, noIntrospection, noMetrics                      bool
@@ -107,7 +109,7 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	// The reference's switches, read with strconv.ParseBool as it reads
 	// them; a value it cannot read is refused (it would take the default).
 	switches := map[string]bool{}
-	for _, name := range []string{"ENABLE_IPv6", "ENABLE_IPv4", "DISABLE_INTROSPECTION", "DISABLE_METRICS", "ENABLE_POD_ENI", envNoProvisioning} {
+	for _, name := range []string{"ENABLE_IPv6", "ENABLE_IPv4", "DISABLE_INTROSPECTION", "DISABLE_METRICS", "ENABLE_POD_ENI", envNoProvisioning, envNoLeakedENICleanup} {
 		b, err := awsenv.Bool(getenv, name)
 		if err != nil {
 			return nil, err
@@ -166,6 +168,12 @@ func parseFlags(args []string, getenv func(string) string) (*flags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-address", or(envMetrics, defaultMetricsAddress), "")
 	fs.BoolVar(&f.noMetrics, "disable-metrics", switches["DISABLE_METRICS"], "")
 	fs.BoolVar(&f.noProvisioning, "disable-provisioning", switches[envNoProvisioning], "")
+	sweepEvery := ipamd.DefaultLeakSweep.Interval
+	if switches[envNoLeakedENICleanup] {
+		sweepEvery = 0
+	}
+	fs.DurationVar(&f.leakSweepInterval, "leaked-eni-sweep-interval", sweepEvery, "")
+	fs.DurationVar(&f.leakSweepMinAge, "leaked-eni-min-age", ipamd.DefaultLeakSweep.MinAge, "")
 	fs.IntVar(&f.eniMTU, "eni-mtu", eniMTU, "")
 	fs.IntVar(&f.targets.WarmENI, "warm-eni-target", targets.WarmENI, "")
 	fs.IntVar(&f.targets.WarmIP, "warm-ip-target", targets.WarmIP, "")
@@ -246,6 +254,16 @@ func (f *flags) checkRanges() error {
 		{"--reconcile-grace", f.reconcileGrace, ipamd.ReconcileGraceRange},
 		{"--ip-cooldown (IP_COOLDOWN_PERIOD)", f.cooldown, ipamd.CooldownRange},
 	}
+	if f.leakSweepInterval != 0 { // (0: no sweep)
+		durations = append(durations, []struct {
+			flag string
+			v    time.Duration
+			r    ipamd.DurationRange
+		}{
+			{"--leaked-eni-sweep-interval", f.leakSweepInterval, ipamd.LeakSweepIntervalRange},
+			{"--leaked-eni-min-age", f.leakSweepMinAge, ipamd.LeakSweepMinAgeRange},
+		}...)
+	}
 	for _, d := range durations {
 		if err := d.r.Check(d.flag, d.v); err != nil {
 			return usageError{err}
@@ -290,7 +308,8 @@ func (f *flags) daemonConfig(log *slog.Logger) (ipamd.Config, func(), error) {
 	cfg := ipamd.Config{SocketPath: f.socket, Logger: log, Version: buildVersion, RejectVersionMismatch: f.strict,
 		IPv6: f.ipv6, Checkpoint: f.checkpoint, ReleaseQueue: releasequeue.DirFor(f.socket), Restore: ipamd.RestorePolicy{AdoptOnMissing: true, RecoverCorrupt: f.recover},
 		Cooldown: f.cooldown, Reconcile: f.reconcile, ReconcileInterval: f.reconcileInterval, ReconcileGrace: f.reconcileGrace,
-		Targets: f.targets, ENIMTU: f.eniMTU, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
+		LeakSweep: ipamd.LeakSweep{Interval: f.leakSweepInterval, MinAge: f.leakSweepMinAge},
+		Targets:   f.targets, ENIMTU: f.eniMTU, VethPrefixes: []string{f.vethPrefix, ownership.StrictVethPrefix}}
 	// Nothing but in the test-only "legacydelete" build.
 	if err := legacyProfile(&cfg); err != nil {
 		return cfg, cleanup, err

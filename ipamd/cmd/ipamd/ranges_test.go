@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFlagRanges: every duration and count flag is checked against its
@@ -24,6 +25,8 @@ func TestFlagRanges(t *testing.T) {
 		{args: []string{"--reconcile-grace", "1ns"}, want: []string{"--reconcile-grace", "1ns", "between 30s and 24h0m0s"}},
 		{args: []string{"--reconcile-grace", "0s"}, want: []string{"--reconcile-grace", "0s", "between 30s"}},
 		{args: []string{"--reconcile-grace", "29s"}, want: []string{"--reconcile-grace", "29s"}},
+		{args: []string{"--leaked-eni-sweep-interval", "30s"}, want: []string{"--leaked-eni-sweep-interval", "30s", "between 1m0s and 24h0m0s"}},
+		{args: []string{"--leaked-eni-min-age", "0s"}, want: []string{"--leaked-eni-min-age", "0s", "between 1m0s and 24h0m0s"}},
 		{args: []string{"--ip-cooldown", "-1s"}, want: []string{"--ip-cooldown", "-1s", "between 0s and 1h0m0s"}},
 		{env: map[string]string{"IP_COOLDOWN_PERIOD": "7200"}, want: []string{"IP_COOLDOWN_PERIOD", "2h0m0s", "between 0s and 1h0m0s"}},
 		{args: []string{"--warm-ip-target", "-1"}, want: []string{"--warm-ip-target", "-1", "between 0 and 10000"}},
@@ -73,6 +76,8 @@ func TestFlagRanges(t *testing.T) {
 		{"--eni-mtu", "576"}, {"--eni-mtu", "9001"}, {"--eni-mtu", "0"}, {"--ipv6", "--eni-mtu", "1280"},
 		{"--connmark", "0xffffffff"}, {"--connmark", "128"}, {"--randomize-snat", "none"}, {"--randomize-snat", "hashrandom"},
 		{"--exclude-snat-cidrs", "0.0.0.0/0, 172.16.0.0/12"}, {"--external-snat", "--node-port-support=false"},
+		{"--leaked-eni-sweep-interval", "0"}, {"--leaked-eni-sweep-interval", "0", "--leaked-eni-min-age", "0"},
+		{"--leaked-eni-sweep-interval", "1m", "--leaked-eni-min-age", "24h"},
 	}
 	for _, args := range accepted {
 		if _, err := parseFlags(args, func(string) string { return "" }); err != nil {
@@ -87,4 +92,28 @@ func mapString(m map[string]string) string {
 		s += " " + k + "=" + v
 	}
 	return s
+}
+
+// DISABLE_LEAKED_ENI_CLEANUP=true, the reference's switch, turns the
+// sweep off; a flag on the command line still wins.
+func TestLeakedENICleanupSwitch(t *testing.T) {
+	env := func(k string) string {
+		if k == "DISABLE_LEAKED_ENI_CLEANUP" {
+			return "true"
+		}
+		return ""
+	}
+	f, err := parseFlags(nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.leakSweepInterval != 0 {
+		t.Errorf("DISABLE_LEAKED_ENI_CLEANUP=true: sweep every %s, want none", f.leakSweepInterval)
+	}
+	if f, err = parseFlags([]string{"--leaked-eni-sweep-interval", "10m"}, env); err != nil || f.leakSweepInterval != 10*time.Minute {
+		t.Errorf("the flag did not win over the variable: %v, %v", f, err)
+	}
+	if f, err = parseFlags(nil, func(string) string { return "" }); err != nil || f.leakSweepInterval != 5*time.Minute {
+		t.Errorf("default sweep interval: %v, %v; want 5m", f, err)
+	}
 }

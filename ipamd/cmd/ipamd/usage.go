@@ -116,7 +116,8 @@ Cloud and pool:
         EC2 endpoint override, for testing against a stand-in.
   ADDITIONAL_ENI_TAGS (a JSON object) and CLUSTER_NAME (as the tag
         cluster.k8s.amazonaws.com/name) tag every ENI ipamd creates, beside
-        its own node.k8s.amazonaws.com/instance_id and vpccni/managed.
+        its own node.k8s.amazonaws.com/instance_id, vpccni/managed and
+        vpccni/created-at.
   --warm-eni-target N   (WARM_ENI_TARGET, default 1)
   --warm-ip-target N   (WARM_IP_TARGET)
   --minimum-ip-target N   (MINIMUM_IP_TARGET)
@@ -141,6 +142,17 @@ Cloud and pool:
         pool, and ipamd attaches, assigns and gives back nothing (the
         targets above are then unused). ENIs or addresses attached later
         by something else are seen at the next start.
+  --leaked-eni-sweep-interval DURATION   (0 with DISABLE_LEAKED_ENI_CLEANUP=true)
+        How often ipamd deletes ENIs leaked in EC2: available (attached to
+        nothing), created by vpccni (tag vpccni/managed) in this cluster,
+        and older than --leaked-eni-min-age. An ipamd that died between
+        creating and attaching an ENI, or a node terminated before its new
+        ENI was marked DeleteOnTermination, leaves one holding a subnet's
+        addresses; any node may delete it. The first sweep runs at start.
+        Default 5m; 1m to 24h; 0 turns it off.
+  --leaked-eni-min-age DURATION
+        An available ENI younger than this is spared: another node may be
+        between creating and attaching it (default 2m; 1m to 24h).
   --ipv6   (ENABLE_IPv6=true)
         IPv6 mode: hand pods /128 addresses from the primary ENI's
         delegated IPv6 prefix (the reference's ENABLE_IPv6 with prefix
