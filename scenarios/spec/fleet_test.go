@@ -101,6 +101,8 @@ func TestParseFleetRefuses(t *testing.T) {
 		{"perHour: 2}", "perHour: 2, cancelPercent: 101}", "cancelPercent 101"},
 		{"perHour: 2}", "perHour: 2, memory: gone}", `drains.memory "gone"`},
 		{"perHour: 2}", "perHour: 2, takes: 2h}", "not shorter than the duration"},
+		{"perHour: 2}", "perHour: 2, replace: maybe}", "replace"},
+		{"seed: 1", "seed: 1\nfaults: {eniAttachCrashesPerHour: -1}", "faults.eniAttachCrashesPerHour cannot be negative"},
 		{"[clean]", "[clean, leak]", "want [clean] or kinds"},
 		{"[misroute, leak]", "[sideways]", `"sideways"`},
 		{"pods: {perNode: 3}", "pods: {perNode: 3, bogus: 1}", "unknown field"},
