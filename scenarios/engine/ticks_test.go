@@ -64,7 +64,7 @@ func comparable(res *Result) (string, error) {
 
 var (
 	tempDir   = regexp.MustCompile(`vpccni-scenario-[0-9]+`)
-	connError = regexp.MustCompile(`connection error: (EOF|write unix [^ ]*: write: broken pipe)`)
+	connError = regexp.MustCompile(`connection error: (EOF|write unix [^ ]*: write: broken pipe|read unix [^ ]*: read: connection reset by peer)`)
 )
 
 // firstDifference shows where a and b first differ, with some context.
