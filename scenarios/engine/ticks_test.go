@@ -117,3 +117,48 @@ expect:
 		t.Errorf("skipping idle ticks changed the result:\n%s", firstDifference(got[0], got[1]))
 	}
 }
+
+// After a step check that saw an address released (as a round of
+// ipamd's loops does when its reconciler or reaper releases one), the
+// next tick runs and is not skipped as idle, whenever ipamd's loops are
+// next due: the check on it is the one that sees the release over (a
+// violation of the release ends there, and one like it later is a new
+// finding). An event's own check sees none here (the DEL's attempt was
+// checked first), so the test says the last check saw one.
+func TestTickAfterAReleaseRuns(t *testing.T) {
+	s, err := spec.Parse([]byte(`
+name: tick-after-release
+modes: [ipv4]
+pods:
+  - {name: default/web}
+timeline:
+  - add: [web]
+  - delete: [web]
+  - wait: 2m                     # everything settles; the node sleeps
+expect:
+  default: clean
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRun(s, "ipv4", policy.Default{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	for i, ev := range s.Timeline {
+		if err := r.event(ev); err != nil {
+			t.Fatal(err)
+		}
+		r.watchIpamd()
+		r.stepCheck(fmt.Sprintf("timeline[%d]", i))
+	}
+	if !r.stepsIdle() {
+		t.Fatal("after the delete and its checks, the node is not idle")
+	}
+	idle := r.nextTickAt()
+	r.steps1.repeatable = false // the last check saw a release
+	if got, want := r.nextTickAt(), r.nextGridTick(); got != want || got == idle {
+		t.Fatalf("next tick at %s, want the next on the grid, %s (idle, %s)", got, want, idle)
+	}
+}
