@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/vpccni/vpccni/cloud"
 )
 
 // LeakSweep is ipamd's search for ENIs leaked in EC2: ENIs vpccni created
@@ -40,12 +42,6 @@ var (
 	LeakSweepMinAgeRange   = DurationRange{Min: time.Minute, Max: 24 * time.Hour}
 )
 
-// leakSweeper is what a sweep asks of the cloud (cloud.LeakSweeper): a
-// provider without it is not swept.
-type leakSweeper interface {
-	DeleteLeakedENIs(ctx context.Context, minAge time.Duration) ([]string, error)
-}
-
 // sweepClock is when the next sweep is due (zero: none).
 type sweepClock struct {
 	mu   sync.Mutex
@@ -65,11 +61,11 @@ func (c *sweepClock) set(t time.Time) {
 }
 
 // sweeper returns the cloud's sweep, nil when there is none to run.
-func (d *Daemon) sweeper() leakSweeper {
+func (d *Daemon) sweeper() cloud.LeakSweeper {
 	if d.cfg.LeakSweep.Interval <= 0 || d.cfg.Cloud == nil {
 		return nil
 	}
-	s, _ := d.cfg.Cloud.(leakSweeper)
+	s, _ := d.cfg.Cloud.(cloud.LeakSweeper) // (a provider without it is not swept)
 	return s
 }
 
