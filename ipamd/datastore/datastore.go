@@ -167,6 +167,10 @@ type Store struct {
 	// changes counts writes to allocs (AllocationsVersion); poolChanges
 	// the ENIs and addresses added to or taken from the pool (Version).
 	changes, poolChanges uint64
+	// releasing caches AnyReleasing's answer at allocs' version
+	// releasingAt-1 (0: not known).
+	releasingAt uint64
+	releasing   bool
 }
 
 // New builds a store over the instance's ENIs with every address free and
@@ -438,6 +442,25 @@ func (s *Store) Releasing() []Allocation {
 	}
 	slices.SortFunc(out, func(a, b Allocation) int { return a.IP.Compare(b.IP) })
 	return out
+}
+
+// AnyReleasing reports whether Releasing would list anything, without
+// listing: ipamd asks on every tick whether its reaper has work, and the
+// answer only changes with the allocations.
+func (s *Store) AnyReleasing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.releasingAt != s.changes+1 {
+		s.releasing = false
+		for _, a := range s.allocs {
+			if a.Releasing {
+				s.releasing = true
+				break
+			}
+		}
+		s.releasingAt = s.changes + 1
+	}
+	return s.releasing
 }
 
 // Finish releases, with a cooldown, an allocation handed over whose veth

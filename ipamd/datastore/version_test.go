@@ -10,7 +10,7 @@ import (
 
 // Every change to the allocations moves AllocationsVersion and nothing
 // else does: a watcher that skips re-reading an unchanged version never
-// misses a change.
+// misses a change (AnyReleasing is such a watcher).
 func TestAllocationsVersionMovesWithEveryChange(t *testing.T) {
 	s := store(t, "m5.large")
 	last := s.AllocationsVersion()
@@ -24,6 +24,10 @@ func TestAllocationsVersionMovesWithEveryChange(t *testing.T) {
 		}
 		if !change && len(before) != len(after) {
 			t.Errorf("%s: allocations changed (%d -> %d) with the version still", what, len(before), len(after))
+		}
+		// AnyReleasing caches its answer by this version.
+		if any, list := s.AnyReleasing(), s.Releasing(); any != (len(list) > 0) {
+			t.Errorf("%s: AnyReleasing %v, Releasing lists %d", what, any, len(list))
 		}
 		last = v
 	}
