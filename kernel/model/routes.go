@@ -266,9 +266,10 @@ func nullEntryMatches(r kernel.Route) bool {
 // a table (0: every table, local included), by table then age.
 func (h *handle) RouteList(family kernel.Family, table int) (out []kernel.Route, err error) {
 	err = h.with(func(n *netns) error {
+		var c copier
 		for _, r := range n.routes {
 			if (family == kernel.FamilyAll || r.Family == family) && (table == 0 || r.Table == table) {
-				out = append(out, copyRoute(r.Route))
+				out = append(out, c.route(r.Route))
 			}
 		}
 		return nil

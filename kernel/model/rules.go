@@ -149,13 +149,15 @@ func (h *handle) RuleDel(r kernel.Rule) error {
 // each in priority order.
 func (h *handle) RuleList(family kernel.Family) (out []kernel.Rule, err error) {
 	err = h.with(func(n *netns) error {
+		var c copier
+		out = make([]kernel.Rule, 0, len(n.rules))
 		for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
 			if family != kernel.FamilyAll && family != f {
 				continue
 			}
 			for _, r := range n.rules {
 				if r.Family == f {
-					out = append(out, copyRule(r))
+					out = append(out, c.rule(r))
 				}
 			}
 		}
