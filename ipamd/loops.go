@@ -77,8 +77,11 @@ func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 			d.log.Warn("warm pool action failed; retrying next pass", "action", action, "error", err)
 		}
 	}
-	if d.recon != nil && d.cfg.Now().Sub(d.lastReconcile()) >= d.cfg.ReconcileInterval {
-		d.reconcileOnce(ctx)
+	if d.recon != nil {
+		d.skipPassesSlept()
+		if d.cfg.Now().Sub(d.lastReconcile()) >= d.cfg.ReconcileInterval {
+			d.reconcileOnce(ctx)
+		}
 	}
 	d.sweepIfDue(ctx)
 	return action, err
@@ -92,6 +95,12 @@ func (d *Daemon) Tick(ctx context.Context) (action string, err error) {
 type settledPass struct {
 	valid        bool
 	gen, version uint64
+}
+
+// covers reports whether a pass over the kernel at gen (if the kernel can
+// tell) and the store at version would settle as p did.
+func (p settledPass) covers(gen uint64, canTell bool, version uint64) bool {
+	return canTell && p.valid && p.gen == gen && p.version == version
 }
 
 // generationOf is the kernel's change count when the kernel can tell it
@@ -125,7 +134,7 @@ func (d *Daemon) reconcileOnce(ctx context.Context) {
 	d.cfg.Metrics.ActionStarted(metrics.FnReconcilePass)
 	var rep reconcile.Report
 	var err error
-	if canTell && last.valid && last.gen == gen && last.version == version {
+	if last.covers(gen, canTell, version) {
 		err = ctx.Err() // (a pass ended before it began fails, skipped or not)
 	} else {
 		rep, err = d.recon.Run(ctx)
@@ -150,13 +159,7 @@ func (d *Daemon) reconcileOnce(ctx context.Context) {
 // without changing anything. Only tables and a kernel that count their
 // changes (the models) can tell.
 func (d *Daemon) syncHostNATUnlessSettled() {
-	var tablesGen uint64
-	tablesTell := false
-	if d.cfg.HostNAT != nil {
-		tablesGen, tablesTell = generationOf(d.cfg.HostNAT.Tables)
-	}
-	kernelGen, kernelTell := generationOf(d.cfg.Kernel)
-	now := settledNAT{valid: tablesTell && kernelTell, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
+	now := d.hostNATState()
 	d.reconMu.Lock()
 	last := d.natSettled
 	d.reconMu.Unlock()
@@ -168,13 +171,29 @@ func (d *Daemon) syncHostNATUnlessSettled() {
 		d.log.Warn("host NAT rules not reconciled; retrying next pass", "error", err)
 	}
 	// What the check left is what the next one would find: read after it.
-	if d.cfg.HostNAT != nil {
-		tablesGen, _ = generationOf(d.cfg.HostNAT.Tables)
-	}
-	kernelGen, _ = generationOf(d.cfg.Kernel)
+	after := d.hostNATState()
+	after.valid = after.valid && err == nil
 	d.reconMu.Lock()
-	d.natSettled = settledNAT{valid: now.valid && err == nil, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
+	d.natSettled = after
 	d.reconMu.Unlock()
+}
+
+// hostNATState is what a host NAT check would read, as a settledNAT (valid
+// when the tables and the kernel can tell their generations).
+func (d *Daemon) hostNATState() settledNAT {
+	var tablesGen uint64
+	tablesTell := false
+	if d.cfg.HostNAT != nil {
+		tablesGen, tablesTell = generationOf(d.cfg.HostNAT.Tables)
+	}
+	kernelGen, kernelTell := generationOf(d.cfg.Kernel)
+	return settledNAT{valid: tablesTell && kernelTell, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
+}
+
+// hostNATIdle reports whether the host NAT check does nothing at all
+// (syncHostNAT returns at once).
+func (d *Daemon) hostNATIdle() bool {
+	return d.cfg.HostNAT == nil || d.eni == nil || d.cfg.IPv6
 }
 
 // settledNAT is a host NAT check that passed, over the tables and kernel
@@ -198,7 +217,7 @@ func (d *Daemon) LoopsDue() time.Time {
 	if !serving {
 		return time.Time{}
 	}
-	if d.canTakeVeths() && len(d.store.Releasing()) > 0 {
+	if d.canTakeVeths() && d.store.AnyReleasing() {
 		return now
 	}
 	var due time.Time
@@ -214,13 +233,59 @@ func (d *Daemon) LoopsDue() time.Time {
 		}
 		earlier(at)
 	}
-	if d.recon != nil {
-		earlier(d.lastReconcile().Add(d.cfg.ReconcileInterval))
+	if d.recon != nil && !d.passWouldSkip() {
+		earlier(nextOnGrid(d.lastReconcile(), d.cfg.ReconcileInterval, now))
 	}
 	if d.sweeper() != nil {
 		earlier(d.sweep.due())
 	}
 	return due
+}
+
+// A harness on a simulated clock need not wake a node for reconciler
+// passes that would be skipped: a fleet's idle nodes would otherwise wake
+// sixty times an hour each for nothing. Such passes keep their place on
+// the reconciler's grid (one pass every ReconcileInterval since the last
+// one ran), so the first pass after a change runs when it would have run
+// had every pass been woken for.
+
+// passWouldSkip reports whether a reconciler pass now would do nothing:
+// the last pass settled over the same kernel and store, and the host NAT
+// check it runs after would pass again unchanged (or there is none).
+func (d *Daemon) passWouldSkip() bool {
+	gen, canTell := generationOf(d.cfg.Kernel)
+	version := d.store.Version()
+	d.reconMu.Lock()
+	last, nat := d.reconSettled, d.natSettled
+	d.reconMu.Unlock()
+	return last.covers(gen, canTell, version) && (d.hostNATIdle() || nat.valid && nat == d.hostNATState())
+}
+
+// skipPassesSlept moves the reconciler's last pass to the last point of
+// its grid before now: a harness runs its ticks in time order and skips
+// only the ones LoopsDue leaves out, so the passes due before this tick
+// that no tick ran were passes that would have been skipped, on time. The
+// pass due now, if any, is this tick's.
+func (d *Daemon) skipPassesSlept() {
+	now, interval := d.cfg.Now(), d.cfg.ReconcileInterval
+	last := d.lastReconcile()
+	if interval <= 0 || last.IsZero() || now.Sub(last) <= interval {
+		return
+	}
+	onGrid := last.Add((now.Sub(last) - 1) / interval * interval)
+	d.reconMu.Lock()
+	d.reconciledAt = onGrid
+	d.reconMu.Unlock()
+}
+
+// nextOnGrid is the first point of the grid last+k*interval (k >= 1) at
+// or after now.
+func nextOnGrid(last time.Time, interval time.Duration, now time.Time) time.Time {
+	next := last.Add(interval)
+	if interval > 0 && next.Before(now) {
+		next = last.Add((now.Sub(last) + interval - 1) / interval * interval)
+	}
+	return next
 }
 
 func (d *Daemon) lastReconcile() time.Time {
