@@ -15,6 +15,7 @@ func (n *netns) addLink(l *link) {
 	l.Index = n.nextIndex
 	n.nextIndex++
 	n.links[l.Index] = l
+	n.names[l.Name] = l
 	n.addLinkSysctls(l)
 }
 
@@ -27,14 +28,9 @@ func (n *netns) indexes() []int {
 	return idx
 }
 
-func (n *netns) byName(name string) *link {
-	for _, l := range n.links {
-		if l.Name == name {
-			return l
-		}
-	}
-	return nil
-}
+// byName finds a link by its name (names are unique in a namespace and
+// never change: a link is only added, by addLink, or deleted, by delLink).
+func (n *netns) byName(name string) *link { return n.names[name] }
 
 // checkNewName applies the kernel's checks on a new interface name:
 // ERANGE for more than IFNAMSIZ-1 bytes (the netlink attribute policy,
@@ -71,6 +67,7 @@ func (n *netns) delLink(l *link) {
 		return
 	}
 	delete(n.links, l.Index)
+	delete(n.names, l.Name)
 	var gone []kernel.Addr
 	n.addrs = filter(n.addrs, func(a kernel.Addr) bool {
 		if a.LinkIndex == l.Index {

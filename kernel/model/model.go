@@ -71,6 +71,7 @@ func (k *Kernel) Generation() uint64 {
 type netns struct {
 	path      string
 	links     map[int]*link
+	names     map[string]*link // links by name (byName)
 	nextIndex int
 	addrs     []kernel.Addr
 	routes    []route
@@ -134,7 +135,7 @@ func (k *Kernel) AddNamespace(path string) error {
 	if _, ok := k.ns[path]; ok {
 		return fmt.Errorf("namespace %s: %w", path, syscall.EEXIST)
 	}
-	n := &netns{path: path, links: map[int]*link{}, nextIndex: 1, sysctl: map[string]string{}, tables: map[table]bool{}}
+	n := &netns{path: path, links: map[int]*link{}, names: map[string]*link{}, nextIndex: 1, sysctl: map[string]string{}, tables: map[table]bool{}}
 	for _, f := range []kernel.Family{kernel.FamilyV4, kernel.FamilyV6} {
 		n.tables[table{f, kernel.TableMain}], n.tables[table{f, kernel.TableLocal}] = true, true
 	}
@@ -251,7 +252,7 @@ func (k *Kernel) Clone() *Kernel {
 	c := &Kernel{ns: make(map[string]*netns, len(k.ns)), macSeq: k.macSeq, gen: k.gen}
 	remap := make(map[*netns]*netns, len(k.ns))
 	for p, n := range k.ns {
-		m := &netns{path: n.path, links: make(map[int]*link, len(n.links)), nextIndex: n.nextIndex,
+		m := &netns{path: n.path, links: make(map[int]*link, len(n.links)), names: make(map[string]*link, len(n.links)), nextIndex: n.nextIndex,
 			sysctl: make(map[string]string, len(n.sysctl)), tables: make(map[table]bool, len(n.tables)),
 			v4CustomRules: n.v4CustomRules, v6CustomRules: n.v6CustomRules}
 		for _, a := range n.addrs {
@@ -292,6 +293,7 @@ func (k *Kernel) Clone() *Kernel {
 				}
 			}
 			m.links[i] = c
+			m.names[c.Name] = c
 		}
 	}
 	return c
