@@ -210,6 +210,7 @@ func (r *run) add(ref spec.PodRef) error {
 			r.note("t=%s ADD %s failed: %v; the runtime tears the sandbox down, kubelet retries", r.now, ref.Name, err)
 		}
 		p.phase, p.wantRun = pending, true
+		r.movedPods()
 		r.mark(Mark{Kind: MarkAdd, Pod: ref.Name, Text: err.Error()})
 		derr := r.del(p, p.netns)
 		r.markDel(ref.Name, derr)
@@ -220,6 +221,7 @@ func (r *run) add(ref spec.PodRef) error {
 			r.note("DEL after failed ADD: %s; the runtime keeps the sandbox (not ready), kubelet stops it before it runs another",
 				r.delOutcome(derr))
 			p.phase, p.attempts, p.nextRetry = terminating, 1, r.now+time.Second
+			r.movedPods()
 			return nil
 		}
 		r.kern.DeleteNamespace(p.netns)
@@ -231,6 +233,7 @@ func (r *run) add(ref spec.PodRef) error {
 		return nil
 	}
 	p.wantRun = false
+	r.movedPods()
 	cur, err := current.NewResultFromResult(res)
 	if err != nil || len(cur.IPs) == 0 || len(cur.Interfaces) == 0 {
 		return fmt.Errorf("ADD %s: unusable result %v (%v)", ref.Name, res, err)
@@ -247,6 +250,7 @@ func (r *run) add(ref spec.PodRef) error {
 		}
 	}
 	p.phase = running
+	r.movedPods()
 	if r.onHold != nil {
 		r.onHold(ref.Name, p, true)
 	}
@@ -277,6 +281,7 @@ func (r *run) delete(name string) error {
 		// stops kubelet's retries (of the ADD; a failed sandbox the runtime
 		// kept is still stopped).
 		p.wantRun = false
+		r.movedPods()
 		r.note("%s never ran: kubelet stops retrying its sandbox", name)
 		return nil
 	}
@@ -284,6 +289,7 @@ func (r *run) delete(name string) error {
 		return notApplicable(name + " is not running")
 	}
 	p.phase = terminating
+	r.movedPods()
 	if r.onHold != nil {
 		r.onHold(name, p, false)
 	}
@@ -346,6 +352,7 @@ func (r *run) removeSandbox(name string, p *pod) {
 		r.note("second DEL %s (empty netns): %s%s", name, r.delOutcome(err), map[bool]string{true: " (the runtime ignores the error)"}[err != nil])
 	}
 	p.phase = deleted
+	r.movedPods()
 	r.gone = append(r.gone, r.invPod(name, p))
 }
 
@@ -365,3 +372,8 @@ func (r *run) dropCachedResult(name string, drop bool) error {
 	r.note("the DEL of %s races its ADD: the runtime has no cached result, so no prevResult", name)
 	return nil
 }
+
+// movedPods notes that a pod's phase changed, or that a pod was added:
+// every such change is followed by a call, so that what was read of the
+// pods before it is known to be stale.
+func (r *run) movedPods() { r.podsVer++ }

@@ -155,6 +155,7 @@ func (r *run) forget(name string) error {
 	}
 	p.phase = deleted
 	p.forgotten = true
+	r.movedPods()
 	if r.onHold != nil {
 		r.onHold(name, p, false)
 	}

@@ -112,25 +112,28 @@ type pod struct {
 }
 
 type run struct {
-	s      *spec.Scenario
-	mode   string
-	pol    policy.Policy
-	opt    Options
-	now    time.Duration
-	kern   *model.Kernel
-	node   kernel.API
-	cloud  *memory.Cloud
-	ipamd  *ipamd.Daemon
-	sock   string
-	tmp    string
-	exec   *inprocExec
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	pods   map[string]*pod
-	remote map[netip.Addr]string
-	podENI *podeni.Static // branch modes only
-	ckpt   string         // ipamd's checkpoint file
-	ticked time.Duration  // when ipamd's loops last ran
+	s     *spec.Scenario
+	mode  string
+	pol   policy.Policy
+	opt   Options
+	now   time.Duration
+	kern  *model.Kernel
+	node  kernel.API
+	cloud *memory.Cloud
+	ipamd *ipamd.Daemon
+	sock  string
+	tmp   string
+	exec  *inprocExec
+	cni   *libcni.CNIConfig
+	list  *libcni.NetworkConfigList
+	pods  map[string]*pod
+	// podsVer counts the changes to pods' phases and to which pods exist
+	// (movedPods): a fleet's node reads its pods again only when it moved.
+	podsVer uint64
+	remote  map[netip.Addr]string
+	podENI  *podeni.Static // branch modes only
+	ckpt    string         // ipamd's checkpoint file
+	ticked  time.Duration  // when ipamd's loops last ran
 	// idleThrough is the end of the last advance: the ticks up to it
 	// that did not run were idle (nextTickAt).
 	idleThrough time.Duration
@@ -336,6 +339,7 @@ func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at 
 	for _, p := range s.Pods {
 		ns, name, _ := strings.Cut(p.Name, "/")
 		r.pods[p.Name] = &pod{spec: p, ns: ns, name: name, device: p.Device}
+		r.movedPods()
 	}
 	if err := driver.SkipSteps(r.fp, opt.SkipSteps...); err != nil {
 		r.close()

@@ -30,10 +30,9 @@ type Node struct {
 	// false once something may have moved it.
 	due      time.Duration
 	dueKnown bool
-	// pods caches Running and Pods between the calls that can change a
-	// pod (step, an Advance that runs something, Finish): a fleet asks
-	// every node on every pod it places, and a node's pods include its
-	// whole history.
+	// pods caches Running and Pods while no pod moved (run.podsVer): a
+	// fleet asks every node on every pod it places, and a node's pods
+	// include its whole history.
 	pods     podsView
 	onChange func()
 }
@@ -41,14 +40,14 @@ type Node struct {
 // podsView is what Running and Pods answer, read once per change.
 type podsView struct {
 	known   bool
+	ver     uint64 // run.podsVer when read
 	running []PodInfo
 	count   int
 }
 
-// changed forgets what was known of the node's pods and next work.
+// changed forgets when the node next has work.
 func (n *Node) changed() {
 	n.dueKnown = false
-	n.pods.known = false
 	if n.onChange != nil {
 		n.onChange()
 	}
@@ -143,6 +142,7 @@ func (n *Node) Add(name string) error {
 		return fmt.Errorf("node %s: pod name %q is not namespace/name", n.name, name)
 	}
 	n.r.pods[name] = &pod{spec: spec.Pod{Name: name}, ns: ns, name: pn, unpinned: true}
+	n.r.movedPods()
 	return n.step("add "+name, spec.Event{Add: []spec.PodRef{{Name: name}}})
 }
 
@@ -221,7 +221,7 @@ func (n *Node) Pods() int {
 }
 
 func (n *Node) readPods() {
-	if n.pods.known {
+	if n.pods.known && n.pods.ver == n.r.podsVer {
 		return
 	}
 	var live []PodInfo
@@ -235,7 +235,7 @@ func (n *Node) readPods() {
 		}
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
-	n.pods = podsView{known: true, running: live, count: count}
+	n.pods = podsView{known: true, ver: n.r.podsVer, running: live, count: count}
 }
 
 // Calls counts the plugin's invocations by CNI command.
