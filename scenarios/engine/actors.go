@@ -299,6 +299,7 @@ func (r *run) delete(name string) error {
 }
 
 func (r *run) tryDel(name string, p *pod) {
+	r.checkClock("DEL " + name)
 	p.attempts++
 	defer r.stepCheck(fmt.Sprintf("DEL %s attempt %d", name, p.attempts))
 	err := r.del(p, p.netns)

@@ -228,10 +228,10 @@ func (r *run) pause(d time.Duration) {
 	r.pausing = true
 	defer func() { r.pausing = false }()
 	for r.ipamd != nil && r.nextGridTick() <= end {
-		r.now = r.nextGridTick() // (never back: idle ticks may have been skipped)
+		r.setNow(r.nextGridTick()) // (never back: idle ticks may have been skipped)
 		r.tickIpamd()
 	}
-	r.now = end
+	r.setNow(end)
 }
 
 // inapplicable is an event the pods' or ipamd's state does not allow (a

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -111,6 +112,7 @@ func (r *run) waitingToRun() bool {
 // every tick while ipamd is up, ipamd's loops followed by kubelet's
 // retries of failed ADDs.
 func (r *run) advance(t time.Duration) {
+	from, ran := r.now, false
 	for {
 		var name string
 		var next *pod
@@ -123,8 +125,9 @@ func (r *run) advance(t time.Duration) {
 			}
 		}
 		if r.ipamd == nil && r.restartAt >= 0 && r.restartAt <= t && (next == nil || r.restartAt <= next.nextRetry) {
-			r.now = max(r.now, r.restartAt)
+			r.setNow(max(r.now, r.restartAt))
 			r.restartAt = -1
+			ran = true
 			r.note("t=%s kubelet restarts aws-node after its crash", r.now)
 			if err := r.startIpamd(r.restartMemory); err != nil {
 				r.note("restart failed: %v", err)
@@ -133,22 +136,29 @@ func (r *run) advance(t time.Duration) {
 		}
 		nextTick := r.nextTickAt()
 		if nextTick >= 0 && nextTick <= t && (next == nil || nextTick < next.nextRetry) {
-			r.now = nextTick
+			r.setNow(nextTick)
 			r.tickIpamd()
 			r.watchIpamd()
+			ran = true
 			continue
 		}
 		if next == nil {
 			break
 		}
 		if next.nextRetry > r.now {
-			r.now = next.nextRetry
+			r.setNow(next.nextRetry)
 		}
 		r.tryDel(name, next)
 		r.watchIpamd()
+		ran = true
+	}
+	if t < from && !ran {
+		// Nothing was overdue: the caller computed a time in the past,
+		// and one that loops until the clock moves would never return.
+		r.clockFault("advance to t=%s, before the clock's t=%s, ran nothing", t, from)
 	}
 	if t > r.now {
-		r.now = t
+		r.setNow(t)
 	}
 	// Every tick up to t that did not run had nothing to do; after an
 	// event at t, the next one that may have is after t.
@@ -158,6 +168,7 @@ func (r *run) advance(t time.Duration) {
 // tickIpamd runs ipamd's background work once, then retries the ADDs
 // kubelet is waiting on.
 func (r *run) tickIpamd() {
+	r.checkClock("ipamd's loops")
 	r.ticked = r.now
 	action, err := r.ipamd.Tick(context.Background())
 	if st := r.ipamd.Datastore().Stats(); err != nil {
@@ -211,7 +222,7 @@ func (r *run) watchIpamd() {
 // settle advances until kubelet has nothing left to retry.
 func (r *run) settle() {
 	limit := r.now + maxSettle
-	for r.now < limit {
+	for r.now < limit && r.clockErr == nil { // (a clock fault: the run fails)
 		due := r.nextDue()
 		if r.ipamd == nil && r.restartAt >= 0 && (due < 0 || r.restartAt < due) {
 			r.advance(r.restartAt)
@@ -262,4 +273,39 @@ func (r *run) lostFindings() []invariant.Violation {
 			What: fmt.Sprintf("sandbox %s of %s, lost by the runtime, was never collected by GC", p.ContainerID, p.Name)})
 	}
 	return out
+}
+
+// ErrClockBack is a harness bug: the simulated clock went back, or ran
+// something at a time it had already passed. ipamd would see its own
+// timestamps out of order and the timeline would lie about what caused
+// what, so a run that does it fails (Run's error: the explorer counts it
+// as a schedule the engine could not run) instead of reporting a verdict.
+var ErrClockBack = errors.New("harness bug: the simulated clock went back")
+
+// setNow moves the clock to t: every write of r.now goes through it, so
+// that a caller whose arithmetic lands in the past is caught.
+func (r *run) setNow(t time.Duration) {
+	if t < r.latest {
+		r.clockFault("the clock moved from t=%s back to t=%s", r.latest, t)
+	}
+	r.now = t
+	r.latest = max(r.latest, t)
+}
+
+// checkClock is called as what runs (ipamd's loops, a DEL attempt) runs:
+// not before the latest time the clock has shown, which also catches a
+// write of r.now that bypassed setNow.
+func (r *run) checkClock(what string) {
+	if r.now < r.latest {
+		r.clockFault("%s ran at t=%s, after the clock had shown t=%s", what, r.now, r.latest)
+	}
+	r.latest = max(r.latest, r.now)
+}
+
+// clockFault records the run's first clock fault; Run and Node.Check
+// return it.
+func (r *run) clockFault(format string, a ...any) {
+	if r.clockErr == nil {
+		r.clockErr = fmt.Errorf("%w: %s", ErrClockBack, fmt.Sprintf(format, a...))
+	}
 }

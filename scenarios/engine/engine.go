@@ -172,6 +172,10 @@ type run struct {
 	// onHold, when set, hears a pod start (held) or stop holding its
 	// address: a fleet indexes every address of the cluster with it.
 	onHold func(name string, p *pod, held bool)
+	// latest is the latest time the clock has shown, clockErr its first
+	// fault (clock.go): the clock never goes back.
+	latest   time.Duration
+	clockErr error
 }
 
 // Options tune a run.
@@ -200,6 +204,10 @@ type Options struct {
 	// auditInput, when set, changes what the audit reads before it runs:
 	// tests make it disagree with the invariants.
 	auditInput func(*audit.Input)
+	// atEvent, when set, runs before each event of the timeline: tests
+	// put the run in a state no event should (the clock moved back) and
+	// watch Run fail.
+	atEvent func(r *run, i int)
 	// launch, when set, starts the node's instance (a fleet's nodes share
 	// one VPC); nil: an instance of its own (memory.NewWithOptions).
 	launch func(instanceType string, opt memory.Options) (*memory.Cloud, error)
@@ -220,6 +228,9 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 		if len(ev.Modes) > 0 && !slices.Contains(ev.Modes, mode) {
 			continue
 		}
+		if opt.atEvent != nil {
+			opt.atEvent(r, i)
+		}
 		if err := r.event(ev); err != nil {
 			var na inapplicable
 			if !opt.Tolerant || !errors.As(err, &na) {
@@ -229,9 +240,15 @@ func Run(s *spec.Scenario, mode string, pol policy.Policy, opt Options) (*Result
 		}
 		r.watchIpamd()
 		r.stepCheck(fmt.Sprintf("timeline[%d]", i))
+		if r.clockErr != nil {
+			return nil, fmt.Errorf("%s: timeline[%d]: %w", s.Name, i, r.clockErr)
+		}
 	}
 	r.begin("end: kubelet and ipamd settle (reconciler passes), then check invariants")
 	r.finish()
+	if r.clockErr != nil {
+		return nil, fmt.Errorf("%s: end: %w", s.Name, r.clockErr)
+	}
 	w := r.world()
 	vs, err := invariant.Check(w)
 	if err != nil {
@@ -292,7 +309,7 @@ func newRunAt(s *spec.Scenario, mode string, pol policy.Policy, opt Options, at 
 	}
 	r := &run{s: s, mode: mode, pol: pol, opt: opt, kern: model.New(), tmp: tmp, sock: filepath.Join(tmp, "aws-node", "ipamd.sock"),
 		ckpt: filepath.Join(tmp, "aws-node", "ipam.json"), pods: map[string]*pod{}, remote: map[netip.Addr]string{}, log: log,
-		fp: &failpoint.Set{}, restartAt: -1, now: at}
+		fp: &failpoint.Set{}, restartAt: -1, now: at, latest: at}
 	if isBranch(mode) {
 		r.podENI = podeni.NewStatic()
 	}

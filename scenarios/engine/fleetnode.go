@@ -196,7 +196,7 @@ func (n *Node) Advance(t time.Duration) {
 		n.changed()
 		return
 	}
-	n.r.now = t
+	n.r.setNow(t)
 }
 
 // Finish lets the node settle as a scenario's end does: kubelet's retries,
@@ -248,6 +248,9 @@ func (n *Node) Calls() map[string]int { return n.r.exec.calls }
 // being deleted or an ipamd evicted is a state on its way somewhere:
 // the caller judges what persists.
 func (n *Node) Check(remote map[netip.Addr]string) ([]invariant.Violation, error) {
+	if err := n.r.clockErr; err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.name, err)
+	}
 	n.r.remote = remote
 	defer func() { n.r.remote = map[netip.Addr]string{} }()
 	vs, err := invariant.Check(n.r.world())
