@@ -125,14 +125,27 @@ func (w *World) refreshView(n *node) error {
 	if err != nil {
 		return fmt.Errorf("node %s: reading its rules and routes: %w", n.Name(), err)
 	}
-	w.forget(n.Name())
-	w.views[n.Name()] = v
+	// Between two readings a node's rules and routes name nearly the same
+	// addresses (an ADD adds one): only the difference moves in mentions.
+	name := n.Name()
+	old := w.views[name]
 	for a := range v.hosts {
+		if old != nil && old.hosts[a] {
+			continue
+		}
 		if w.mentions[a] == nil {
 			w.mentions[a] = map[string]bool{}
 		}
-		w.mentions[a][n.Name()] = true
+		w.mentions[a][name] = true
 	}
+	if old != nil {
+		for a := range old.hosts {
+			if !v.hosts[a] {
+				w.unmention(a, name)
+			}
+		}
+	}
+	w.views[name] = v
 	return nil
 }
 
@@ -143,12 +156,17 @@ func (w *World) forget(name string) {
 		return
 	}
 	for a := range old.hosts {
-		delete(w.mentions[a], name)
-		if len(w.mentions[a]) == 0 {
-			delete(w.mentions, a)
-		}
+		w.unmention(a, name)
 	}
 	delete(w.views, name)
+}
+
+// unmention drops node name from the nodes that name address a.
+func (w *World) unmention(a netip.Addr, name string) {
+	delete(w.mentions[a], name)
+	if len(w.mentions[a]) == 0 {
+		delete(w.mentions, a)
+	}
 }
 
 // remoteFor are the destinations that stand for every address of the

@@ -2,6 +2,9 @@ package fleet
 
 import (
 	"container/heap"
+	"context"
+	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/vpccni/vpccni/cloud"
@@ -142,6 +145,12 @@ func (w *World) loop() error {
 // meet in EC2, whose calls within one step of the clock have no order a
 // pod could see.
 func (w *World) advance(t time.Duration) error {
+	if t == 0 || t/time.Hour != w.now/time.Hour {
+		// A CPU profile tells the simulated hours apart (go tool pprof
+		// -tagfocus hour=0): the first, when every node fills, is unlike
+		// the others.
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("hour", strconv.Itoa(int(t/time.Hour)))))
+	}
 	w.now = t
 	for _, n := range w.nodes {
 		n.Advance(t)

@@ -88,3 +88,44 @@ func TestRunsOfASeedAreIdentical(t *testing.T) {
 		t.Fatalf("two runs of seed %d differ:\n%s\n%s", f.Seed, a, b)
 	}
 }
+
+// The index of which nodes name an address (mentions), kept by the
+// difference between a node's old and new view, is always what the views
+// say: checked after every event of the 20-node hour under ref-v1.11,
+// whose leaked rules keep addresses named after their pods are gone.
+func TestMentionsFollowTheViews(t *testing.T) {
+	f, err := spec.LoadFleet("../fleets/autoscaler-20-nodes-hour.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	brk := func(w *World) {
+		want := map[netip.Addr]map[string]bool{}
+		for name, v := range w.views {
+			for a := range v.hosts {
+				if want[a] == nil {
+					want[a] = map[string]bool{}
+				}
+				want[a][name] = true
+			}
+		}
+		if len(want) != len(w.mentions) {
+			t.Fatalf("t=%s: %d addresses mentioned, the views name %d", w.now, len(w.mentions), len(want))
+		}
+		for a, names := range want {
+			if len(w.mentions[a]) != len(names) {
+				t.Fatalf("t=%s: %s mentioned by %v, named in the views of %v", w.now, a, w.mentions[a], names)
+			}
+			for name := range names {
+				if !w.mentions[a][name] {
+					t.Fatalf("t=%s: %s mentioned by %v, named in the views of %v", w.now, a, w.mentions[a], names)
+				}
+			}
+		}
+		checked++
+	}
+	run(t, f, "ref-v1.11", Options{Break: brk})
+	if checked == 0 {
+		t.Fatal("no event checked")
+	}
+}
