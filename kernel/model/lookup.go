@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"syscall"
 
 	"github.com/vpccni/vpccni/kernel"
@@ -58,29 +60,46 @@ func (n *netns) ruleMatches(r kernel.Rule, fam kernel.Family, fl flow) bool {
 // flow asks (IPv4 nexthop checks) or on another device than its oif are
 // passed over.
 func (n *netns) tableLookup(table int, fam kernel.Family, fl flow) (route, bool) {
-	return n.lookupIn(func(t int) bool { return t == table }, fam, fl)
+	return n.lookupIn([]int{table}, fam, fl)
 }
 
 // lookupIn is tableLookup over several tables taken as one, as Linux
 // keeps local and main while no IPv4 rule has changed: on a tie of
 // prefix length the route of the higher table id comes first (a prefix's
 // entries are ordered by table before metric), so local before main.
-func (n *netns) lookupIn(in func(table int) bool, fam kernel.Family, fl flow) (route, bool) {
+//
+// The order the routes are visited in decides only between routes of one
+// table (the older wins a tie), so a RouteGet reading the index visits
+// the tables one after the other, each in the namespace's order.
+func (n *netns) lookupIn(tables []int, fam kernel.Family, fl flow) (route, bool) {
 	var best route
 	bestLen, found := -1, false
-	for _, r := range n.routes {
-		if !in(r.Table) || r.Family != fam || r.Scope < fl.minScope || (fl.oif != 0 && r.LinkIndex != fl.oif) {
-			continue
+	visit := func(r route) {
+		if r.Family != fam || r.Scope < fl.minScope || (fl.oif != 0 && r.LinkIndex != fl.oif) {
+			return
 		}
 		plen := 0
 		if r.Dst != nil {
 			if !r.Dst.Contains(fl.dst) {
-				continue
+				return
 			}
 			plen = prefixLen(r.Dst)
 		}
 		if plen > bestLen || (plen == bestLen && better(r, best, fl)) {
 			best, bestLen, found = r, plen, true
+		}
+	}
+	if n.cur != nil {
+		for _, t := range tables {
+			for _, i := range n.cur.byTable[t] {
+				visit(n.routes[i])
+			}
+		}
+		return best, found
+	}
+	for _, r := range n.routes {
+		if slices.Contains(tables, r.Table) {
+			visit(r)
 		}
 	}
 	return best, found
@@ -112,7 +131,7 @@ func better(r, best route, fl flow) bool {
 func (n *netns) policyLookup(fam kernel.Family, fl flow) (route, int, bool) {
 	switch {
 	case fam == kernel.FamilyV4 && !n.v4CustomRules:
-		if rt, ok := n.lookupIn(func(t int) bool { return t == kernel.TableMain || t == kernel.TableLocal }, fam, fl); ok {
+		if rt, ok := n.lookupIn(mainAndLocal, fam, fl); ok {
 			if rt.Table == kernel.TableLocal {
 				return rt, 0, true
 			}
@@ -130,8 +149,16 @@ func (n *netns) policyLookup(fam kernel.Family, fl flow) (route, int, bool) {
 		}
 		return route{}, 0, false
 	}
-	for _, r := range n.rules {
-		if !n.ruleMatches(r, fam, fl) {
+	var src, dst netip.Addr
+	if n.cur != nil {
+		src, dst = addrOf(fl.src, fam == kernel.FamilyV4), addrOf(fl.dst, fam == kernel.FamilyV4)
+	}
+	for i, r := range n.rules {
+		if n.cur != nil && n.cur.rules[i].fast {
+			if !n.ruleMatchesAt(r, n.cur.rules[i], fam, fl, src, dst) {
+				continue
+			}
+		} else if !n.ruleMatches(r, fam, fl) {
 			continue
 		}
 		if rt, ok := n.tableLookup(r.Table, fam, fl); ok {
@@ -139,6 +166,23 @@ func (n *netns) policyLookup(fam kernel.Family, fl flow) (route, int, bool) {
 		}
 	}
 	return route{}, 0, false
+}
+
+// mainAndLocal are the tables IPv4 keeps merged until a rule changes.
+var mainAndLocal = []int{kernel.TableMain, kernel.TableLocal}
+
+// ruleMatchesAt is ruleMatches with the rule's address selectors read as
+// prefixes from the index (src and dst the flow's, the unspecified
+// address for none).
+func (n *netns) ruleMatchesAt(r kernel.Rule, sel ruleSel, fam kernel.Family, fl flow, src, dst netip.Addr) bool {
+	if r.Family != fam {
+		return false
+	}
+	if (sel.src.IsValid() && !sel.src.Contains(src)) || (sel.dst.IsValid() && !sel.dst.Contains(dst)) {
+		return false
+	}
+	r.Src, r.Dst = nil, nil // (checked)
+	return n.ruleMatches(r, fam, fl)
 }
 
 // reportedTable is the table RouteGet reports for a route: its own,
@@ -220,6 +264,10 @@ func (h *handle) RouteGet(q kernel.RouteQuery) (res kernel.RouteResult, err erro
 		return res, fmt.Errorf("route get from %s to %s mixes families: %w", src, dst, syscall.EINVAL)
 	}
 	err = h.with(func(n *netns) error {
+		if indexLookups {
+			n.cur = n.indexAt(h.k.gen)
+			defer func() { n.cur = nil }()
+		}
 		fl := flow{dst: dst, src: src, iif: loIndex}
 		var iif *link
 		if q.IifName != "" {

@@ -90,6 +90,9 @@ type netns struct {
 	// the local and main tables merged, so that a local route answers as
 	// main (lookup.go).
 	v4CustomRules, v6CustomRules bool
+	// idx is the last index RouteGet built; cur the one the RouteGet in
+	// progress reads (nil outside RouteGet: see lookupIndex).
+	idx, cur *lookupIndex
 }
 
 // route is a route as the model keeps it: what kernel.Route shows, and
