@@ -112,7 +112,7 @@ func longestMatch(rs []kernel.Route, d netip.Addr) (kernel.Route, bool) {
 		}
 		if r.Dst != nil {
 			var ok bool
-			if p, ok = ownership.NetPrefix(r.Dst); !ok {
+			if p, ok = kernel.Prefix(r.Dst); !ok {
 				continue
 			}
 		} else if r.Family != ownership.Family(d) && r.Family != 0 {

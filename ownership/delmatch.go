@@ -78,8 +78,8 @@ func SameNet(a, b *net.IPNet) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	pa, oka := NetPrefix(a)
-	pb, okb := NetPrefix(b)
+	pa, oka := kernel.Prefix(a)
+	pb, okb := kernel.Prefix(b)
 	return oka && okb && pa == pb
 }
 

@@ -125,27 +125,11 @@ func IPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// NetPrefix reads a kernel selector as a prefix counted on its unmapped
-// address, so 10.0.0.0/24 reads the same with a 4- or 16-byte mask.
-func NetPrefix(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	ones, bits := n.Mask.Size()
-	if !ok || bits == 0 {
-		return netip.Prefix{}, false
-	}
-	a = a.Unmap()
-	p := netip.PrefixFrom(a, ones-(bits-a.BitLen()))
-	return p, p.IsValid()
-}
-
 // HostAddr is the address of a kernel selector that is exactly a host
 // prefix (/32 for IPv4, /128 for IPv6) of the family and could be a pod's;
 // false for a wider prefix, a family mismatch, link-local or multicast.
 func HostAddr(n *net.IPNet, fam kernel.Family) (netip.Addr, bool) {
-	p, ok := NetPrefix(n)
+	p, ok := kernel.Prefix(n)
 	if !ok || p.Bits() != p.Addr().BitLen() {
 		return netip.Addr{}, false
 	}

@@ -127,7 +127,7 @@ func readNode(k kernel.API, fam kernel.Family, rules []kernel.Rule, addrsFor []n
 	// only link-local addresses), and with addrsFor only some of those.
 	candidates := map[int]bool{}
 	for _, a := range addrs {
-		p, ok := NetPrefix(a.IPNet)
+		p, ok := kernel.Prefix(a.IPNet)
 		if !ok || !p.Addr().IsGlobalUnicast() {
 			continue
 		}
@@ -143,7 +143,7 @@ func readNode(k kernel.API, fam kernel.Family, rules []kernel.Rule, addrsFor []n
 		if r.Priority != PrioENI || !onlySelectors(r, true, false, false) || !IsPodTable(r.Table) {
 			continue
 		}
-		if p, ok := NetPrefix(r.Src); ok && p.IsSingleIP() {
+		if p, ok := kernel.Prefix(r.Src); ok && p.IsSingleIP() {
 			if idx, ok := byAddr[p.Addr()]; ok && candidates[idx] {
 				table[idx] = r.Table
 			}
@@ -180,7 +180,7 @@ func readNode(k kernel.API, fam kernel.Family, rules []kernel.Rule, addrsFor []n
 		if _, eni := table[r.LinkIndex]; !eni || r.Table != kernel.TableMain || r.Gw != nil || r.Dst == nil {
 			continue
 		}
-		if p, ok := NetPrefix(r.Dst); ok && p.Addr().Is6() && !p.IsSingleIP() && p.Addr().IsGlobalUnicast() {
+		if p, ok := kernel.Prefix(r.Dst); ok && p.Addr().Is6() && !p.IsSingleIP() && p.Addr().IsGlobalUnicast() {
 			prefixes[r.LinkIndex] = append(prefixes[r.LinkIndex], p.Masked())
 		}
 	}
@@ -198,7 +198,7 @@ func isDefault(r kernel.Route) bool {
 	if r.Dst == nil {
 		return true
 	}
-	p, ok := NetPrefix(r.Dst)
+	p, ok := kernel.Prefix(r.Dst)
 	return ok && p.Bits() == 0
 }
 

@@ -3,6 +3,8 @@ package model
 import (
 	"net"
 	"net/netip"
+
+	"github.com/vpccni/vpccni/kernel"
 )
 
 // lookupIndex is what RouteGet's lookups read instead of walking every
@@ -58,18 +60,7 @@ func prefixSel(n *net.IPNet) (netip.Prefix, bool) {
 	if n == nil {
 		return netip.Prefix{}, true
 	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	a = a.Unmap()
-	ones, bits := n.Mask.Size()
-	if bits == 0 || bits != a.BitLen() {
-		return netip.Prefix{}, false
-	}
-	// Not masked: a rule keeps the address it was given, and netip's
-	// Contains compares only the prefix's bits, as net.IPNet's does.
-	return netip.PrefixFrom(a, ones), true
+	return kernel.Prefix(n)
 }
 
 // addrOf is an IP as the family's netip address (nil: unspecified).

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"reflect"
 
+	"github.com/vpccni/vpccni/kernel"
 	"github.com/vpccni/vpccni/ownership"
 )
 
@@ -103,7 +104,7 @@ func gateway(a netip.Addr) netip.Addr {
 
 // samePrefix compares a kernel prefix with a pod prefix.
 func samePrefix(n *net.IPNet, p netip.Prefix) bool {
-	got, ok := ownership.NetPrefix(n)
+	got, ok := kernel.Prefix(n)
 	return ok && got == p
 }
 

@@ -79,15 +79,8 @@ func insideBlock(p netip.Prefix, blocks []netip.Prefix) bool {
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	bits, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), bits).Masked(), true
+	p, ok := kernel.Prefix(n)
+	return p.Masked(), ok
 }
 
 // standInTries bounds the search for a stand-in of one class: a class

@@ -534,7 +534,7 @@ func CheckStep(w World, released []netip.Addr, handed map[netip.Addr]int) ([]Vio
 			}
 		}
 		for _, r := range routes {
-			if p, ok := ownership.NetPrefix(r.Dst); ok && p == ownership.HostPrefix(a) {
+			if p, ok := kernel.Prefix(r.Dst); ok && p == ownership.HostPrefix(a) {
 				left = append(left, "route "+p.String())
 			}
 		}
