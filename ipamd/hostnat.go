@@ -24,10 +24,10 @@ type HostNAT struct {
 // added) is put right within a pass. IPv4 only: in IPv6 mode there is
 // nothing to translate, as in the reference.
 func (d *Daemon) syncHostNAT() (err error) {
-	nat := d.cfg.HostNAT
-	if nat == nil || d.eni == nil || d.cfg.IPv6 {
+	if d.hostNATIdle() {
 		return nil
 	}
+	nat := d.cfg.HostNAT
 	d.hostNATStarted()
 	defer func() { d.hostNATDone(err) }()
 	cfg, err := d.hostNATConfig(nat.Rules)

@@ -190,8 +190,8 @@ func (d *Daemon) hostNATState() settledNAT {
 	return settledNAT{valid: tablesTell && kernelTell, tables: tablesGen, kernel: kernelGen, version: d.store.Version()}
 }
 
-// hostNATIdle reports whether the host NAT check does nothing at all
-// (syncHostNAT returns at once).
+// hostNATIdle reports whether the host NAT check does nothing at all: no
+// tables to keep, no ENIs to plan for, or IPv6 (no SNAT).
 func (d *Daemon) hostNATIdle() bool {
 	return d.cfg.HostNAT == nil || d.eni == nil || d.cfg.IPv6
 }
